@@ -1,0 +1,38 @@
+"""kernflow.core: the TensorFlow 1.x graph API (``import kernflow.core as kf``) and the runtime.
+
+Names follow ``tf.compat.v1``: build a graph with the op wrappers, run it in a `Session`.
+"""
+
+from kernflow.core.framework import errors
+from kernflow.core.framework.device_spec import DeviceSpec
+from kernflow.core.framework.dtypes import *  # noqa: F403 - kf.float32 and friends
+from kernflow.core.framework.dtypes import DType, as_dtype
+from kernflow.core.framework.ops import (Graph, GraphKeys, Operation, Tensor, add_to_collection,
+                                         add_to_collections, colocate_with, control_dependencies,
+                                         convert_to_tensor, device, get_collection,
+                                         get_collection_ref, get_default_graph, is_tensor,
+                                         name_scope, register_tensor_conversion_function,
+                                         reset_default_graph)
+from kernflow.core.framework.tensor_shape import Dimension, TensorShape
+from kernflow.core.framework.graph_io import import_graph_def
+from kernflow.core.client.session import InteractiveSession, Session, get_default_session
+from kernflow.core.protobuf.config_pb2 import (ConfigProto, GPUOptions, GraphOptions,
+                                               OptimizerOptions, RunMetadata, RunOptions)
+from kernflow.core.protobuf.graph_pb2 import GraphDef, NodeDef
+
+from kernflow.core.ops.array_ops import *  # noqa: F403
+from kernflow.core.ops.math_ops import *  # noqa: F403
+from kernflow.core.ops.control_flow_ops import *  # noqa: F403
+from kernflow.core.ops.state_ops import *  # noqa: F403
+from kernflow.core.ops.variables import *  # noqa: F403
+from kernflow.core.ops.optional import load_optional_families as _load_optional_families
+
+from kernflow.core.ops.variables import Variable as _Variable
+
+_load_optional_families(globals())
+_Variable._overload_operators()
+
+from kernflow.core import nn  # noqa: E402
+from kernflow.core import train  # noqa: E402
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Sessions: the user-facing `kf.Session` and its target-scheme dispatch."""

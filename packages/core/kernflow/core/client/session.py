@@ -1,0 +1,353 @@
+"""`kf.Session`: runs graph fragments; the target's scheme picks the runtime behind it.
+
+``""`` is the embedded runtime (core's DirectSession); other schemes (``grpc://``, ``etcd://``) come
+from plugins through the `kernflow_register_session_factories` hook, as TF's SessionFactory
+registry does.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+
+import numpy as np
+
+from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.framework import errors
+from kernflow.core.framework import ops as _ops
+from kernflow.core.plugins import manager
+from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
+from kernflow.core import tracing
+
+__all__ = ["Session", "InteractiveSession", "get_default_session"]
+
+
+# ---------------------------------------------------------------------------- fetch structure
+class _FetchMapper:
+    """Flattens a nested fetch structure into unique graph elements and rebuilds the results."""
+
+    def __init__(self, graph, fetches):
+        self.elements: list = []          # Tensor or Operation, unique
+        self._index: dict = {}
+        self._build = self._plan(graph, fetches)
+
+    def _add(self, el) -> int:
+        i = self._index.get(id(el))
+        if i is None:
+            i = self._index[id(el)] = len(self.elements)
+            self.elements.append(el)
+        return i
+
+    def _plan(self, graph, f):
+        if f is None:
+            raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
+        if isinstance(f, (list, tuple)):
+            subs = [self._plan(graph, x) for x in f]
+            if isinstance(f, tuple) and hasattr(f, "_fields"):
+                cls = type(f)
+                return lambda vals: cls(*[s(vals) for s in subs])
+            cls = type(f)
+            return lambda vals: cls(s(vals) for s in subs)
+        if isinstance(f, dict):
+            items = [(k, self._plan(graph, v)) for k, v in f.items()]
+            cls = type(f)
+            if isinstance(f, collections.defaultdict):
+                return lambda vals: collections.defaultdict(f.default_factory, ((k, s(vals)) for k, s in items))
+            return lambda vals: cls((k, s(vals)) for k, s in items)
+        try:
+            el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
+        except TypeError as e:
+            raise TypeError(f"Fetch argument {f!r} has invalid type {type(f)}, must be a string or "
+                            f"Tensor. ({e})") from None
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({e})") from None
+        i = self._add(el)
+        if isinstance(el, _ops.Operation):
+            return lambda vals: None
+        return lambda vals: vals[i]
+
+    def build(self, values):
+        return self._build(values)
+
+
+def _to_user(v):
+    """Converts a fetched value to what TF1 returns: a numpy array (scalars as numpy scalars)."""
+    if type(v) is np.ndarray:
+        if v.ndim == 0:
+            return v[()]
+        if is_state_buffer(v):
+            return v.copy()
+        return v
+    if isinstance(v, Var):
+        return _to_user(v.read().copy())
+    if isinstance(v, np.generic) or v is None:
+        return v
+    to_host = getattr(v, "get", None)  # device arrays (cupy) come back to the host
+    if to_host is not None:
+        return _to_user(to_host())
+    if isinstance(v, np.ndarray):
+        return _to_user(np.asarray(v))
+    return v
+
+
+def _check_feed(t: _ops.Tensor, value):
+    """Converts a feed value to the tensor's dtype and checks its static shape (TF1's rules)."""
+    if isinstance(value, (_ops.Tensor, _ops.Operation)):
+        raise TypeError(f"The value of a feed cannot be a kf.Tensor object. Acceptable feed values "
+                        f"include Python scalars, strings, lists, numpy ndarrays. (feeding {t.name})")
+    dt = t.dtype.base_dtype
+    npdt = dt.as_numpy_dtype
+    if type(value) is np.ndarray and value.dtype == npdt:
+        arr = value
+    elif dt == _dtypes.string:
+        from kernflow.core.framework import tensor_util
+        arr = tensor_util.to_numpy(value, dt)
+    else:
+        try:
+            arr = np.asarray(value, dtype=npdt)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"Cannot convert feed value {value!r} to {dt.name} for Tensor "
+                            f"'{t.name}': {e}") from None
+        if isinstance(value, int) and not isinstance(value, bool) and arr != value:
+            raise TypeError(f"Type of feed value {value} with type {type(value)} is not compatible "
+                            f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
+                            f"tensor to a larger type (e.g. int64).")
+    dims = t._shape._dims if hasattr(t._shape, "_dims") else t.shape.dims
+    if dims is not None:
+        shp = arr.shape
+        if len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
+            raise ValueError(f"Cannot feed value of shape {shp} for Tensor '{t.name}', which has "
+                             f"shape '{t.shape}'")
+    return arr
+
+
+# ---------------------------------------------------------------------------- default session
+class _DefaultSessionStack(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_default_sessions = _DefaultSessionStack()
+
+
+def get_default_session():
+    """Returns the innermost session entered with `with sess:` / `as_default()` (or None)."""
+    return _default_sessions.stack[-1] if _default_sessions.stack else None
+
+
+def _run_using_default_session(el, feed_dict, session):
+    s = session or get_default_session()
+    if s is None:
+        raise ValueError("Cannot evaluate tensor using `eval()` / `run()`: No default session is "
+                         "registered. Use `with sess.as_default()` or pass an explicit session.")
+    if s.graph is not el.graph:
+        raise ValueError("Cannot use the given session to evaluate tensor: the tensor's graph is "
+                         "different from the session's graph.")
+    return s.run(el, feed_dict)
+
+
+def _split_target(target: str) -> str:
+    if not target:
+        return ""
+    if "://" not in target:
+        raise errors.InvalidArgumentError(None, None, f"Session target {target!r} has no scheme "
+                                          f"(expected '', 'grpc://host:port' or 'etcd://host:port/cluster')")
+    return target.split("://", 1)[0]
+
+
+# ---------------------------------------------------------------------------- Session
+class BaseSession:
+    """Shared machinery of `Session` and `InteractiveSession`."""
+
+    def __init__(self, target: str = "", graph=None, config=None):
+        if graph is None:
+            graph = _ops.get_default_graph()
+        if not isinstance(graph, _ops.Graph):
+            raise TypeError(f"graph must be a kf.Graph, but got {type(graph)}")
+        if config is not None:
+            from kernflow.core.protobuf import config_pb2
+            if not isinstance(config, config_pb2.ConfigProto):
+                raise TypeError(f"config must be a kf.ConfigProto, but got {type(config)}")
+        self._graph = graph
+        self._target = target
+        self._config = config
+        factory = manager.registries().session_factories.get(_split_target(target))
+        self._impl = factory(target, graph, config)
+        self._closed = False
+        self._default_ctx = None
+        self._fetch_cache: dict = {}
+
+    graph = property(lambda self: self._graph)
+    graph_def = property(lambda self: self._graph.as_graph_def())
+    sess_str = property(lambda self: self._target)
+
+    def list_devices(self):
+        """Returns the devices of this session (objects with name, device_type, memory_limit_bytes)."""
+        return [_DeviceAttributes(**d) for d in self._impl.list_devices()]
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._impl.close()
+
+    def as_default(self):
+        """Makes this the default session (for `Tensor.eval`/`Operation.run`) in a `with` block."""
+        return _as_default(self)
+
+    def __enter__(self):
+        self._default_ctx = self.as_default()
+        self._graph_ctx = self._graph.as_default()
+        self._graph_ctx.__enter__()
+        self._default_ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._default_ctx.__exit__(exc_type, exc, tb)
+        self._graph_ctx.__exit__(exc_type, exc, tb)
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # ------------------------------------------------------------------ run
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Runs the ops and evaluates the tensors in `fetches`.
+
+        Args:
+            fetches: a graph element (Tensor, Operation, Variable or name) or any nesting of
+                lists, tuples, namedtuples and dicts of them.
+            feed_dict: {tensor or name: value}; values are converted to the tensor's dtype and
+                checked against its static shape.
+            options: a `RunOptions` proto (trace level, timeout).
+            run_metadata: a `RunMetadata` proto to fill with step stats.
+
+        Returns:
+            The fetched values with the structure of `fetches` (None for Operations).
+
+        Raises:
+            ValueError / TypeError: a bad fetch or feed (TF1's classes).
+            OpError subclasses: errors raised while running, naming the op.
+        """
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        g = self._graph
+        if type(fetches) is _ops.Tensor and fetches._op._graph is g:
+            mapper = None
+            elements = (fetches,)
+        else:
+            mapper = _FetchMapper(g, fetches)
+            elements = mapper.elements
+        feed_names, feed_vals = [], []
+        if feed_dict:
+            for k, v in feed_dict.items():
+                if type(k) is not _ops.Tensor:
+                    if hasattr(k, "_as_graph_element"):
+                        k = k._as_graph_element()
+                    try:
+                        k = g.as_graph_element(k, allow_tensor=True, allow_operation=False)
+                    except (KeyError, ValueError, TypeError) as e:
+                        raise TypeError(f"Cannot interpret feed_dict key {k!r} as Tensor: {e}") from None
+                elif k._op._graph is not g:
+                    raise ValueError(f"Tensor {k.name} is not an element of this graph.")
+                feed_names.append(k.name)
+                feed_vals.append(_check_feed(k, v))
+        fetch_names, targets = [], []
+        for el in elements:
+            if isinstance(el, _ops.Tensor):
+                fetch_names.append(el.name)
+            else:
+                targets.append(el.name)
+        with tracing.session_run_span(len(elements)) as span:
+            values = self._impl.run(tuple(feed_names), feed_vals, tuple(fetch_names), tuple(targets),
+                                    options, run_metadata)
+            if span is not None:
+                tracing.set_step_attrs(span, len(fetch_names), len(targets))
+        out = [_to_user(v) for v in values]
+        if mapper is None:
+            return out[0]
+        it = iter(out)
+        vals = [next(it) if isinstance(el, _ops.Tensor) else None for el in elements]
+        return mapper.build(vals)
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """Returns fn(*feed_values) that runs `fetches` with `feed_list` fed, skipping re-analysis."""
+        g = self._graph
+        mapper = _FetchMapper(g, fetches)
+        feeds = [g.as_graph_element(f._as_graph_element() if hasattr(f, "_as_graph_element") else f,
+                                    allow_operation=False) for f in (feed_list or [])]
+        feed_names = tuple(t.name for t in feeds)
+        fetch_names = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Tensor))
+        targets = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Operation))
+        is_tensor = [isinstance(el, _ops.Tensor) for el in mapper.elements]
+        impl = self._impl
+
+        def call(*args, options=None, run_metadata=None):
+            if len(args) != len(feeds):
+                raise TypeError(f"callable expects {len(feeds)} feed values, got {len(args)}")
+            vals = [_check_feed(t, a) for t, a in zip(feeds, args)]
+            with tracing.session_run_span(len(fetch_names) + len(targets)):
+                out = impl.run(feed_names, vals, fetch_names, targets, options, run_metadata)
+            it = iter(_to_user(v) for v in out)
+            return mapper.build([next(it) if t else None for t in is_tensor])
+
+        if accept_options:
+            return call
+        return lambda *args: call(*args)
+
+    @staticmethod
+    def reset(target: str, containers=None, config=None) -> None:
+        """Clears resource containers (all when `containers` is None) on the target's devices."""
+        factory = manager.registries().session_factories.get(_split_target(target))
+        reset = getattr(factory, "reset", None)
+        if reset is None:
+            raise errors.UnimplementedError(None, None, f"target {target!r} does not support reset")
+        reset(target, containers, config)
+
+
+class _DeviceAttributes:
+    def __init__(self, name, device_type, memory_limit_bytes=0, incarnation=0, **_):
+        self.name = name
+        self.device_type = device_type
+        self.memory_limit_bytes = memory_limit_bytes
+        self.incarnation = incarnation
+
+    def __repr__(self):
+        return f"_DeviceAttributes({self.name}, {self.device_type}, {self.memory_limit_bytes})"
+
+
+@contextlib.contextmanager
+def _as_default(sess):
+    _default_sessions.stack.append(sess)
+    try:
+        yield sess
+    finally:
+        _default_sessions.stack.pop()
+
+
+class Session(BaseSession):
+    """A TF1 session: ``with kf.Session() as sess: sess.run(...)``."""
+
+
+class InteractiveSession(BaseSession):
+    """A session that installs itself as the default session (and its graph as default) on creation."""
+
+    def __init__(self, target: str = "", graph=None, config=None):
+        super().__init__(target, graph, config)
+        self._default_ctx = self.as_default()
+        self._default_ctx.__enter__()
+        self._graph_ctx = self._graph.as_default()
+        self._graph_ctx.__enter__()
+
+    def close(self) -> None:
+        if not self._closed:
+            super().close()
+            try:
+                self._graph_ctx.__exit__(None, None, None)
+                self._default_ctx.__exit__(None, None, None)
+            except (IndexError, AssertionError, ValueError):
+                pass

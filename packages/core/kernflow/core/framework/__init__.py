@@ -1,0 +1,1 @@
+"""Core framework pieces of kernflow: dtypes, shapes, devices, errors."""

@@ -1,0 +1,131 @@
+"""`import_graph_def`: rebuilds ops from a GraphDef into the default graph."""
+
+from __future__ import annotations
+
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.framework import ops as _ops
+from kernflow.core.framework import attr_value as _attr_value
+
+__all__ = ["import_graph_def"]
+
+
+def _parse(s):
+    if s.startswith("^"):
+        return s[1:], -1, True
+    name, sep, idx = s.rpartition(":")
+    if sep and idx.isdigit():
+        return name, int(idx), False
+    return s, 0, False
+
+
+def import_graph_def(graph_def, input_map=None, return_elements=None, name=None, op_dict=None,
+                     producer_op_list=None):
+    """Imports `graph_def` into the default graph under the prefix `name` (default "import").
+
+    Args:
+        input_map: {"name:0" in graph_def: Tensor} replacing those tensors.
+        return_elements: names ("op" or "op:0") to return, in order.
+
+    Returns:
+        The list of requested Operations/Tensors (None if `return_elements` is None).
+
+    Raises:
+        ValueError: unknown ops, dangling inputs or bad input_map keys.
+    """
+    g = _ops.get_default_graph()
+    input_map = dict(input_map or {})
+    prefix = "import" if name is None else name
+    with g.name_scope(prefix) as scope:
+        pass
+    scope = scope if prefix else ""
+    nodes = list(graph_def.node)
+    by_name = {nd.name: nd for nd in nodes}
+    created: dict[str, _ops.Operation] = {}
+    used_map = set()
+    order, state = [], {}
+
+    def visit(n):
+        stack = [(n, False)]
+        while stack:
+            cur, done = stack.pop()
+            if done:
+                state[cur] = 2
+                order.append(cur)
+                continue
+            if state.get(cur) == 2:
+                continue
+            if state.get(cur) == 1:
+                raise ValueError(f"import_graph_def: graph has a cycle through {cur}")
+            state[cur] = 1
+            stack.append((cur, True))
+            for inp in by_name[cur].input:
+                src, _, _ = _parse(inp)
+                if src not in by_name:
+                    raise ValueError(f"Node '{cur}': Unknown input node '{inp}'")
+                if state.get(src) != 2:
+                    stack.append((src, False))
+
+    for nd in nodes:
+        if state.get(nd.name) != 2:
+            visit(nd.name)
+    for nm in order:
+        nd = by_name[nm]
+        op_def = op_def_registry.lookup(nd.op)
+        if op_def is None:
+            raise ValueError(f"Op type not registered '{nd.op}' in binary running on this machine "
+                             f"(node {nd.name})")
+        inputs, ctrl = [], []
+        for inp in nd.input:
+            src, idx, is_ctrl = _parse(inp)
+            if is_ctrl:
+                key = "^" + src
+                if key in input_map:
+                    used_map.add(key)
+                    ctrl.append(input_map[key])
+                else:
+                    ctrl.append(created[src])
+                continue
+            key = f"{src}:{idx}"
+            if key in input_map or (idx == 0 and src in input_map):
+                k = key if key in input_map else src
+                used_map.add(k)
+                inputs.append(_ops.convert_to_tensor(input_map[k]))
+            else:
+                inputs.append(created[src].outputs[idx])
+        attrs = {}
+        for k, v in nd.attr.items():
+            if k == "_output_shapes":
+                continue
+            d = op_def.attrs.get(k)
+            attrs[k] = _attr_value.from_proto(v, d.type if d else None)
+        if "_class" in attrs:
+            attrs["_class"] = [f"loc:@{scope}{c[5:]}" if c.startswith("loc:@") else c
+                               for c in attrs["_class"]]
+        with g.control_dependencies(None):
+            op = g.create_op(nd.op, inputs, name=f"{scope}{nd.name}/" if scope else nd.name + "/",
+                             attrs=attrs, op_def=op_def)
+        g._names_in_use[op.name.lower()] = max(g._names_in_use.get(op.name.lower(), 0), 1)
+        for c in ctrl:
+            op._add_control_input(c)
+        if nd.device:
+            op._set_device(nd.device)
+        created[nm] = op
+    missing = set(input_map) - used_map
+    if missing:
+        raise ValueError(f"Attempted to map inputs that were not found in graph_def: "
+                         f"[{', '.join(sorted(missing))}]")
+    if return_elements is None:
+        return None
+    out = []
+    for r in return_elements:
+        if ":" in r:
+            src, idx, _ = _parse(r)
+            if src not in created:
+                raise ValueError(f"Requested return_element {r!r} not found in graph_def.")
+            out.append(created[src].outputs[idx])
+        else:
+            if r not in created:
+                raise ValueError(f"Requested return_element {r!r} not found in graph_def.")
+            out.append(created[r])
+    return out

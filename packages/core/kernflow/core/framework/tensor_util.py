@@ -1,0 +1,185 @@
+"""Conversions between numpy arrays, TensorProtos and static (constant) values of graph tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.framework import tensor_shape as _ts
+
+__all__ = ["make_tensor_proto", "make_ndarray", "shape_to_proto", "shape_from_proto",
+           "constant_value", "register_constant_value", "to_numpy"]
+
+_STRING = None
+
+
+def to_numpy(values, dtype=None) -> np.ndarray:
+    """Converts a Python/numpy value to an ndarray with TF's default dtype rules.
+
+    Python floats become float32 and ints int32 (int64 when they do not fit), unless `dtype`
+    (a DType or anything `as_dtype` takes) says otherwise.
+
+    Raises:
+        TypeError: if the value cannot be represented in `dtype`.
+    """
+    if dtype is not None:
+        dt = _dtypes.as_dtype(dtype).base_dtype
+        if dt == _dtypes.string:
+            return _to_string_array(values)
+        arr = np.asarray(values)
+        if arr.dtype.kind in "US" or arr.dtype == object and dt != _dtypes.string:
+            raise TypeError(f"Expected {dt.name}, got {values!r} of type "
+                            f"'{type(values).__name__}' instead.")
+        npdt = dt.as_numpy_dtype
+        if arr.dtype.kind == "f" and np.dtype(npdt).kind in "iub":
+            if not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.trunc(arr)):
+                raise TypeError(f"Expected {dt.name}, got {values!r} of type "
+                                f"'{type(values).__name__}' instead.")
+        if arr.dtype == npdt:
+            return arr
+        return arr.astype(npdt)
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, np.generic):
+        return np.asarray(values)
+    dt = _dtypes.result_dtype_for_python_value(values)
+    if dt == _dtypes.string:
+        return _to_string_array(values)
+    return np.asarray(values, dtype=dt.as_numpy_dtype)
+
+
+def _to_string_array(values) -> np.ndarray:
+    arr = np.asarray(values, dtype=object)
+    flat = [v.encode() if isinstance(v, str) else bytes(v) for v in arr.reshape(-1)]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(arr.shape)
+
+
+def shape_to_proto(shape):
+    """Returns a TensorShapeProto of `shape` (unknown dims are -1)."""
+    from kernflow.core.protobuf import tensor_shape_pb2
+    shape = _ts.as_shape(shape)
+    if shape.dims is None:
+        return tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
+    return tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in shape.dims])
+
+
+def shape_from_proto(proto) -> _ts.TensorShape:
+    """Returns the TensorShape a TensorShapeProto describes."""
+    if proto.unknown_rank:
+        return _ts.TensorShape(None)
+    return _ts.TensorShape([None if d.size < 0 else d.size for d in proto.dim])
+
+
+def make_tensor_proto(values, dtype=None, shape=None):
+    """Returns a TensorProto holding `values`: raw little-endian bytes, or string_val for strings.
+
+    Raises:
+        ValueError: if `shape` is given and the value cannot be broadcast to it.
+    """
+    from kernflow.core.protobuf import tensor_pb2
+    arr = to_numpy(values, dtype)
+    if shape is not None:
+        shape = [int(d) for d in shape]
+        if arr.size == int(np.prod(shape, dtype=np.int64)):
+            arr = arr.reshape(shape)
+        elif arr.size == 1:
+            arr = np.broadcast_to(arr.reshape(()), shape)
+        else:
+            raise ValueError(f"Too many elements provided. Needed at most {int(np.prod(shape))}, "
+                             f"but received {arr.size}")
+    dt = _dtypes.as_dtype(dtype).base_dtype if dtype is not None else _dtypes.as_dtype(arr.dtype)
+    p = tensor_pb2.TensorProto(dtype=dt.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape))
+    if dt == _dtypes.string:
+        p.string_val.extend(arr.reshape(-1).tolist())
+    else:
+        p.tensor_content = np.ascontiguousarray(arr, dtype=np.dtype(dt.as_numpy_dtype).newbyteorder("<")).tobytes()
+    return p
+
+
+def make_ndarray(proto) -> np.ndarray:
+    """Returns the ndarray a TensorProto holds (a fresh, writable array).
+
+    Raises:
+        DataLossError: if the byte count does not match the dtype and shape.
+    """
+    dt = _dtypes.as_dtype(proto.dtype)
+    shape = [d.size for d in proto.tensor_shape.dim]
+    if dt == _dtypes.string:
+        out = np.empty(len(proto.string_val), dtype=object)
+        out[:] = list(proto.string_val)
+        return out.reshape(shape)
+    npdt = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
+    n = int(np.prod(shape, dtype=np.int64))
+    if len(proto.tensor_content) != n * npdt.itemsize:
+        from kernflow.core.framework import errors
+        raise errors.DataLossError(None, None, f"TensorProto of {dt.name}{shape} holds "
+                                   f"{len(proto.tensor_content)} bytes, expected {n * npdt.itemsize}")
+    arr = np.frombuffer(proto.tensor_content, dtype=npdt).reshape(shape)
+    return arr.astype(dt.as_numpy_dtype, copy=True)
+
+
+# op type -> fn(op) -> ndarray or None; lets op families teach constant_value about their ops.
+_CONSTANT_VALUE_FNS = {}
+
+
+def register_constant_value(op_type: str):
+    """Decorator: registers how to compute an op's static value from its inputs' static values."""
+    def deco(fn):
+        _CONSTANT_VALUE_FNS[op_type] = fn
+        return fn
+    return deco
+
+
+def constant_value(tensor):
+    """Returns the value of `tensor` if it can be computed while building the graph, else None.
+
+    Used by shape functions (a Reshape whose shape input is constant has a static shape).
+    """
+    from kernflow.core.framework import ops as _ops
+    if not isinstance(tensor, _ops.Tensor):
+        return to_numpy(tensor)
+    op = tensor.op
+    if op.type == "Const":
+        return op.get_attr("value")
+    if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.as_list(), dtype=tensor.dtype.as_numpy_dtype)
+    if op.type == "Size" and op.inputs[0].shape.is_fully_defined():
+        return np.array(op.inputs[0].shape.num_elements(), dtype=tensor.dtype.as_numpy_dtype)
+    if op.type == "Rank" and op.inputs[0].shape.rank is not None:
+        return np.array(op.inputs[0].shape.rank, dtype=np.int32)
+    if op.type in ("Identity", "StopGradient"):
+        return constant_value(op.inputs[0])
+    if op.type == "Cast":
+        v = constant_value(op.inputs[0])
+        return None if v is None else v.astype(op.get_attr("DstT").as_numpy_dtype)
+    if op.type == "Pack":
+        vals = [constant_value(t) for t in op.inputs]
+        if any(v is None for v in vals):
+            return None
+        return np.stack(vals, axis=op.get_attr("axis"))
+    fn = _CONSTANT_VALUE_FNS.get(op.type)
+    return fn(op) if fn else None
+
+
+def constant_value_as_shape(tensor) -> _ts.TensorShape:
+    """Returns the partial shape a 1-D shape tensor describes (-1 or unknown entries are None)."""
+    from kernflow.core.framework import ops as _ops
+    v = constant_value(tensor)
+    if v is not None:
+        return _ts.TensorShape([None if d < 0 else int(d) for d in np.reshape(v, -1)])
+    if isinstance(tensor, _ops.Tensor):
+        op = tensor.op
+        if op.type == "Shape":
+            return op.inputs[0].shape
+        if op.type == "Pack":
+            dims = []
+            for t in op.inputs:
+                c = constant_value(t)
+                dims.append(None if c is None or int(c) < 0 else int(c))
+            return _ts.TensorShape(dims)
+        n = tensor.shape[0] if tensor.shape.rank == 1 else None
+        return _ts.TensorShape([None] * n) if n is not None else _ts.TensorShape(None)
+    return _ts.TensorShape(None)

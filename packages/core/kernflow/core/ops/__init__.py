@@ -1,0 +1,1 @@
+"""Op families: each module declares its OpDefs (with shape functions and docs) and the user wrappers."""

@@ -1,0 +1,18 @@
+"""Imports the op families into the `kf` namespace (each family's ``__all__``)."""
+
+import importlib
+
+# Modules whose public names become kf.<name>. nn ops live under kf.nn instead.
+FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops")
+
+
+def load_optional_families(namespace: dict) -> None:
+    for mod_name in FAMILIES:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name != mod_name:
+                raise
+            continue
+        for n in getattr(mod, "__all__", []):
+            namespace[n] = getattr(mod, n)

@@ -1,0 +1,80 @@
+"""Hook specifications of the `kernflow` pluggy project (entry-point group ``kernflow``).
+
+Every hook hands the plugin a registry to add to (registrar style) and returns nothing. Hooks are
+called once per process, the first time the runtime needs what they provide (not at import), in
+plugin registration order. A plugin may implement any subset. Built-in kernels (kernflow-kernels-cpu,
+kernflow-kernels-gpu) use exactly these hooks; see docs/plugins.md.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("kernflow")
+hookimpl = pluggy.HookimplMarker("kernflow")
+
+
+@hookspec
+def kernflow_register_ops(registry):
+    """Declare custom op types.
+
+    Called before the first kernel lookup and before `kernflow.core.plugins.registries()` returns.
+    Use ``registry.register_op(name, inputs=..., outputs=..., attrs=..., shape_fn=..., doc=...)``
+    (the signature language of `kernflow.core.framework.op_def_registry.register_op`). To give users a
+    Python wrapper, import your module's wrapper function directly; ops are usable by name through
+    ``kf.load_op("Name")`` too.
+    """
+
+
+@hookspec
+def kernflow_register_devices(registry):
+    """Add device factories: ``registry.register_device_factory(device_type, factory, priority)``.
+
+    Called when the first session (or `kf.Session.list_devices`) needs devices. ``factory(count,
+    config)`` returns up to `count` `Device` objects for one task; it may return none (for example
+    when no GPU is present). Higher priority types are preferred by placement.
+    """
+
+
+@hookspec
+def kernflow_register_kernels(registry):
+    """Add op kernels: ``registry.register(op_type, device_type, factory, constraints=..., ...)``.
+
+    Called once, when the first kernel is looked up. Kernels are keyed by (op type, device type,
+    dtype constraints); registering the same key twice raises an error naming both call sites.
+    """
+
+
+@hookspec
+def kernflow_register_optimizers(registry):
+    """Add optimizers by name: ``registry.register(name, optimizer_class)``.
+
+    Called the first time `kf.train.get_optimizer(name)` (or a CLI flag naming an optimizer) looks
+    one up.
+    """
+
+
+@hookspec
+def kernflow_register_transports(registry):
+    """Add rendezvous transports: ``registry.register(scheme, factory)``.
+
+    Called when a runtime builds its rendezvous. ``factory(**options)`` returns an object with the
+    `Rendezvous` interface (send, recv_async, abort).
+    """
+
+
+@hookspec
+def kernflow_register_session_factories(registry):
+    """Add session factories by target scheme: ``registry.register(scheme, factory)``.
+
+    Called by the first `kf.Session(target)`. ``factory(target, graph, config)`` returns an object
+    with ``run(fetch_list, feed_map, options, run_metadata)``, ``close()``, ``list_devices()`` and
+    ``reset(containers)``. The empty scheme ``""`` is the embedded runtime.
+    """
+
+
+@hookspec
+def kernflow_register_commands(registry):
+    """Add `kernflow` CLI subcommands: ``registry.register(name, help, configure, run)``.
+
+    Called when the `kernflow` command starts. ``configure(argparse_parser)`` adds options;
+    ``run(args) -> int`` executes the command.
+    """

@@ -1,0 +1,1 @@
+"""The runtime: devices, resource containers, rendezvous, graph passes and the executor."""

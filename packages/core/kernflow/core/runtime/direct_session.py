@@ -1,0 +1,223 @@
+"""The embedded runtime: a session that prunes, places, partitions and runs in this process."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import weakref
+
+import numpy as np
+
+from kernflow.core.framework import device_spec
+from kernflow.core.framework import errors
+from kernflow.core.plugins import manager
+from kernflow.core.runtime import cost_model as _cost
+from kernflow.core.runtime import executor as _executor
+from kernflow.core.runtime.partition import partition
+from kernflow.core.runtime.placer import PlacementOptions, place
+from kernflow.core.runtime.prune import prune
+from kernflow.core.runtime.rendezvous import LocalRendezvous
+
+__all__ = ["DirectSession", "StepStatsCollector"]
+
+_step_ids = itertools.count(1)
+_live_sessions: "weakref.WeakSet[DirectSession]" = weakref.WeakSet()
+
+
+class StepStatsCollector:
+    """Collects per-node timings of a traced step into a StepStats proto and the cost model."""
+
+    def __init__(self, cost_model):
+        self._lock = threading.Lock()
+        self._records = []
+        self._cost_model = cost_model
+        self._t0 = time.time() - time.perf_counter()
+
+    def record(self, device, node, start, end, out) -> None:
+        with self._lock:
+            self._records.append((device.name if device else "", device.device_type if device else "",
+                                  node.name, node.op_type, start, end, threading.get_ident()))
+
+    def finalize(self, step_stats) -> None:
+        by_dev = {}
+        for dev, dev_type, name, op, start, end, tid in self._records:
+            self._cost_model.record(name, dev_type, end - start)
+            ds = by_dev.get(dev)
+            if ds is None:
+                ds = by_dev[dev] = step_stats.dev_stats.add(device=dev)
+            st = int((self._t0 + start) * 1e6)
+            dur = int((end - start) * 1e6)
+            ds.node_stats.add(node_name=name, op_type=op, all_start_micros=st, op_start_rel_micros=0,
+                              op_end_rel_micros=dur, all_end_rel_micros=dur, thread_id=tid % (1 << 32),
+                              timeline_label=f"{name} = {op}()")
+
+
+class _Step:
+    """A compiled (feeds, fetches, targets) signature: one plan per partition."""
+
+    def __init__(self, plans, client_index, partition_graphs):
+        self.plans = plans
+        self.client = client_index
+        self.partition_graphs = partition_graphs
+        single = len(plans) == 1 and plans[0].straight_line is not None
+        self.fast = plans[0].straight_line if single else None
+
+
+class DirectSession:
+    """The session implementation behind ``kf.Session("")``.
+
+    Devices, and with them every resource container, belong to the session (as in TF's
+    DirectSession): state lives until `close` or `reset`.
+    """
+
+    def __init__(self, target, graph, config):
+        regs = manager.registries()
+        self.graph = graph
+        self.config = config
+        self._kernels = regs.kernels
+        self.devices = regs.devices.create_devices(config)
+        if not self.devices:
+            raise errors.NotFoundError(None, None, "No devices are registered: install a kernel plugin "
+                                       "such as kernflow-kernels-cpu (pip install packages/kernels-cpu).")
+        self._type_priority = {t: regs.devices.priority(t) for t in regs.devices.device_types()}
+        self._by_name = {d.name: d for d in self.devices}
+        cpu = [d for d in self.devices if d.device_type == "CPU"]
+        self.client_device = (cpu or self.devices)[0].name
+        n = config.inter_op_parallelism_threads if config is not None else 0
+        self._pool = _executor.ThreadPool(n if n > 0 else (os.cpu_count() or 2))
+        self._lock = threading.Lock()
+        self._steps: dict = {}
+        self._kernel_cache: dict = {}
+        self._graph_def = None
+        self._gd_version = 0
+        self.cost_model = _cost.CostModel()
+        self._closed = False
+        self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
+        self._placement = PlacementOptions(
+            allow_soft_placement=bool(config and config.allow_soft_placement),
+            log_device_placement=bool(config and config.log_device_placement),
+            client_device=self.client_device, cost_model=self.cost_model,
+            type_priority=self._type_priority)
+        _live_sessions.add(self)
+
+    # ------------------------------------------------------------------ graph
+    def _current_graph_def(self):
+        v = self.graph.version
+        if self._graph_def is None or v != self._gd_version:
+            if self._graph_def is None:
+                self._graph_def = self.graph.as_graph_def(add_shapes=True)
+            else:
+                delta = self.graph.as_graph_def(from_version=self._gd_version, add_shapes=True)
+                self._graph_def.node.extend(delta.node)
+            self._gd_version = v
+        return self._graph_def
+
+    def _build(self, key):
+        feeds, fetches, targets = key
+        with self._lock:
+            step = self._steps.get(key)
+            if step is not None:
+                return step
+            gd = self._current_graph_def()
+            pruned = prune(gd, feeds, fetches, targets, client_device=self.client_device)
+            placed = place(pruned, self.devices, self._kernels, self._placement)
+            parts = partition(placed, {d.name: d.incarnation for d in self.devices})
+            if self.client_device not in parts:
+                from kernflow.core.protobuf import graph_pb2
+                parts[self.client_device] = graph_pb2.GraphDef()
+            names = [self.client_device] + sorted(p for p in parts if p != self.client_device)
+            plans = [_executor.compile_partition(parts[n], self._by_name[n], self._kernels, self._pool,
+                                                 self._kernel_cache, session_handle=self)
+                     for n in names]
+            step = _Step(plans, 0, [parts[n] for n in names])
+            self._steps[key] = step
+            return step
+
+    # ------------------------------------------------------------------ run
+    def run(self, feeds, feed_values, fetches, targets, options=None, run_metadata=None):
+        """Runs one step. `feeds`, `fetches`, `targets` are tuples of names; returns fetched values."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        key = (feeds, fetches, targets)
+        step = self._steps.get(key) or self._build(key)
+        trace = options is not None and options.trace_level > 0
+        timeout = (options.timeout_in_ms if options is not None and options.timeout_in_ms else 0) \
+            or self._timeout_ms
+        if step.fast is not None and not trace:
+            return step.fast(feed_values, _executor.StepContext(next(_step_ids), None, step.plans[0].device))
+        collector = StepStatsCollector(self.cost_model) if trace else None
+        results = self._run_dataflow(step, feed_values, collector, timeout)
+        if run_metadata is not None:
+            if collector is not None:
+                collector.finalize(run_metadata.step_stats)
+            if options is not None and options.output_partition_graphs:
+                for g in step.partition_graphs:
+                    run_metadata.partition_graphs.add().CopyFrom(g)
+        return results
+
+    def _run_dataflow(self, step, feed_values, collector, timeout_ms):
+        rdv = LocalRendezvous()
+        step_id = next(_step_ids)
+        states = []
+        remaining = [len(step.plans)]
+        all_done = threading.Event()
+        lock = threading.Lock()
+
+        def done(_state):
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if _state.error is not None:
+                for s in states:
+                    s.abort(_state.error)
+            if last:
+                all_done.set()
+
+        for i, plan in enumerate(step.plans):
+            ctx = _executor.StepContext(step_id, rdv, plan.device, collector)
+            st = _executor.DataflowState(plan, feed_values if i == step.client else (), ctx, done)
+            states.append(st)
+        for st in states:
+            st.start()
+        if not all_done.wait(timeout_ms / 1000.0 if timeout_ms > 0 else None):
+            err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
+                                               f"for the step to finish")
+            for s in states:
+                s.abort(err)
+            all_done.wait(5.0)
+            raise err
+        for st in states:
+            if st.error is not None:
+                raise st.error
+        return states[step.client].results()
+
+    # ------------------------------------------------------------------ management
+    def list_devices(self):
+        return [d.attributes() for d in self.devices]
+
+    def reset(self, containers=None) -> None:
+        for d in self.devices:
+            if containers:
+                for c in containers:
+                    d.resource_mgr.cleanup(c)
+            else:
+                d.resource_mgr.cleanup()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown()
+        for d in self.devices:
+            d.resource_mgr.cleanup()
+        self._steps.clear()
+        self._kernel_cache.clear()
+
+
+def reset_all(containers=None) -> None:
+    """Clears the containers of every live embedded session (`kf.Session.reset("")`)."""
+    for s in list(_live_sessions):
+        if not s._closed:
+            s.reset(containers)

@@ -1,0 +1,594 @@
+"""The executor: runs one partition (the nodes placed on one device) for a step.
+
+A partition is compiled once into an `ExecutorPlan` and run many times. Two strategies share it:
+
+* **Straight-line** (`_compile_straight_line`): a partition whose kernels are all synchronous and
+  that offers no useful parallelism is compiled to a Python function that calls the kernels in
+  topological order, one statement per node, with every intermediate in a local variable that is
+  deleted right after its last consumer (TF's single-threaded executor, compiled).
+* **Dataflow** (`DataflowState`): the whitepaper's executor, used when the partition has
+  asynchronous kernels (Recv, queues) or independent expensive kernels.
+
+Invariants of the dataflow executor (per step and partition; a frame/iteration index will be
+added to each of these when loops arrive, and `Entry.is_dead` flows for Switch/Merge):
+
+* ``pending[n]`` counts the inputs (data and control) of node n not yet produced; n becomes ready
+  when it reaches 0. Nodes with no inputs are ready at start.
+* ``vals[s]`` holds the value of output slot s; ``refs[s]`` counts the consumers of s that have not
+  yet run, and the slot is released (set to None) when it reaches 0, so a backward pass does not
+  keep every forward tensor alive. Fetched slots are never released.
+* Ready nodes run inline on the thread that made them ready; kernels flagged expensive (at
+  registration, possibly as a function of their inputs) go to the inter-op pool; asynchronous
+  kernels (Recv) register a callback and hold no thread while they wait.
+* The first error aborts the step: nothing new is scheduled, the step's rendezvous is aborted so
+  every waiting Recv wakes with the error, and the step completes when in-flight kernels return.
+  ``outstanding`` counts nodes scheduled but not finished; the step is done when it is 0.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import linecache
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+from kernflow.core.framework import attr_value as _attr_value
+from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.framework import ops as _ops
+from kernflow.core.framework import tensor_util
+
+__all__ = ["ExecutorPlan", "KernelConstruction", "StepContext", "ThreadPool", "compile_partition",
+           "parse_input", "node_attrs"]
+
+_plan_ids = itertools.count()
+
+
+def parse_input(s: str) -> tuple[str, int, bool]:
+    """Parses a NodeDef input string into (node name, output index, is_control)."""
+    if s.startswith("^"):
+        return s[1:], -1, True
+    name, sep, idx = s.rpartition(":")
+    if sep and idx.isdigit():
+        return name, int(idx), False
+    return s, 0, False
+
+
+def node_attrs(nd, op_def) -> dict:
+    """Returns the Python attribute values of a NodeDef, typed by its OpDef."""
+    out = {}
+    for k, v in nd.attr.items():
+        d = op_def.attrs.get(k) if op_def is not None else None
+        out[k] = _attr_value.from_proto(v, d.type if d else None)
+    return out
+
+
+@dataclasses.dataclass
+class KernelConstruction:
+    """What a kernel factory may read when building a kernel for one node."""
+    name: str
+    op_type: str
+    attrs: dict
+    device: object
+    input_dtypes: list
+    output_dtypes: list
+    session_handle: object = None
+
+    def get_attr(self, name: str):
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise errors.InvalidArgumentError(None, None, f"node {self.name} ({self.op_type}) has no "
+                                              f"attr {name!r}") from None
+
+    @property
+    def resource_mgr(self):
+        return self.device.resource_mgr
+
+
+class StepContext:
+    """Per-step state handed to kernels registered with ``needs_ctx`` or ``is_async``."""
+
+    __slots__ = ("step_id", "rendezvous", "cancelled", "collector", "frame_iter", "device")
+
+    def __init__(self, step_id: int, rendezvous, device=None, collector=None):
+        self.step_id = step_id
+        self.rendezvous = rendezvous
+        self.cancelled = False
+        self.collector = collector
+        self.frame_iter = (0, 0)
+        self.device = device
+
+
+class ThreadPool:
+    """The inter-op pool: daemon threads draining one queue (cheaper than concurrent.futures).
+
+    Threads start on the first `schedule`, so sessions that never need the pool cost nothing.
+    """
+
+    def __init__(self, num_threads: int, name: str = "kernflow-interop"):
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self.num_threads = max(1, num_threads)
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def _loop(self):
+        while True:
+            fn = self._q.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a task must never kill a pool thread
+                traceback.print_exc()
+
+    def schedule(self, fn) -> None:
+        if not self._threads:
+            with self._lock:
+                if not self._threads:
+                    self._threads = [threading.Thread(target=self._loop, name=f"{self._name}-{i}",
+                                                      daemon=True) for i in range(self.num_threads)]
+                    for t in self._threads:
+                        t.start()
+        self._q.put(fn)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for _ in self._threads:
+                self._q.put(None)
+            self._threads = []
+
+
+@dataclasses.dataclass
+class _Node:
+    id: int
+    name: str
+    op_type: str
+    compute: object
+    inputs: list            # slot index per data input
+    deref: list             # True where a ref value feeds a non-ref argument
+    ctrl_inputs: list       # node ids
+    out_base: int
+    num_outputs: int
+    is_async: bool = False
+    needs_ctx: bool = False
+    expensive: object = False
+    consumers: list = dataclasses.field(default_factory=list)   # node ids (data and control)
+    num_pending: int = 0    # inputs produced by executed nodes (consts and args are ready at start)
+
+
+class ExecutorPlan:
+    """A compiled partition: kernels instantiated, slots assigned, a strategy chosen.
+
+    Attributes:
+        arg_slots: slot of each _Arg (feed) by index; the caller passes the feed values.
+        retval_slots: slot of each _Retval (fetch) by index.
+    """
+
+    def __init__(self, device, nodes, num_slots, const_values, arg_slots, retval_slots, pool,
+                 force_dataflow: bool = False):
+        self.id = next(_plan_ids)
+        self.device = device
+        self.nodes: list[_Node] = nodes
+        self.num_slots = num_slots
+        self.arg_slots = arg_slots
+        self.retval_slots = retval_slots
+        self.pool = pool
+        self._init_vals = [None] * num_slots
+        for slot, v in const_values.items():
+            self._init_vals[slot] = v
+        # Consumer counts per slot for release; fetched slots are pinned.
+        refs = [0] * num_slots
+        for n in nodes:
+            for s in n.inputs:
+                refs[s] += 1
+        for s in retval_slots:
+            refs[s] += 1 << 30
+        self._init_refs = refs
+        self._init_pending = [n.num_pending for n in nodes]
+        self._roots = [n.id for n in nodes if self._init_pending[n.id] == 0]
+        use_dataflow = force_dataflow or any(n.is_async for n in nodes) or (
+            pool is not None and pool.num_threads > 1 and _has_parallel_expensive(nodes))
+        self.straight_line = None if use_dataflow else _compile_straight_line(self)
+
+    def run(self, args, ctx: StepContext, done=None):
+        """Runs the partition with feed values `args`.
+
+        Straight-line plans run on the calling thread and return the fetched values. Dataflow
+        plans return a `DataflowState`; call `wait()` on it (or pass `done(state)`).
+        """
+        if self.straight_line is not None:
+            return self.straight_line(args, ctx)
+        st = DataflowState(self, args, ctx, done)
+        st.start()
+        return st
+
+
+def _has_parallel_expensive(nodes) -> bool:
+    """True if two nodes with possibly expensive kernels are independent (neither precedes the other)."""
+    exp = [n.id for n in nodes if n.expensive]
+    if len(exp) < 2:
+        return False
+    anc = [0] * len(nodes)
+    preds = [[] for _ in nodes]
+    for n in nodes:
+        for c in n.consumers:
+            preds[c].append(n.id)
+    for n in nodes:  # nodes are in topological order
+        a = 0
+        for p in preds[n.id]:
+            a |= anc[p] | (1 << p)
+        anc[n.id] = a
+    for i, x in enumerate(exp):
+        for y in exp[i + 1:]:
+            if not (anc[y] >> x) & 1 and not (anc[x] >> y) & 1:
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------------- straight-line
+def _compile_straight_line(plan: ExecutorPlan):
+    """Compiles the plan into one Python function; a failing line maps back to its node."""
+    nodes = plan.nodes
+    last_use: dict[int, int] = {}
+    for n in nodes:
+        for s in n.inputs:
+            last_use[s] = n.id
+    pinned = set(plan.retval_slots)
+    g = {"_errors": errors}
+    lines = ["def _run(_args, _ctx):"]
+    line_node = {}
+    for i, s in enumerate(plan.arg_slots):
+        lines.append(f"    v{s} = _args[{i}]")
+    for s, v in enumerate(plan._init_vals):
+        if v is not None:
+            g[f"c{s}"] = v
+
+    def ref(s, deref):
+        name = f"c{s}" if plan._init_vals[s] is not None else f"v{s}"
+        return f"{name}.read()" if deref else name
+
+    for n in nodes:
+        g[f"k{n.id}"] = n.compute
+        args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
+        if n.needs_ctx:
+            args.insert(0, "_ctx")
+        call = f"k{n.id}({', '.join(args)})"
+        outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
+        if n.num_outputs == 0:
+            stmt = call
+        elif n.num_outputs == 1:
+            stmt = f"{outs[0]} = {call}"
+        else:
+            stmt = f"{', '.join(outs)} = {call}"
+        line_node[len(lines) + 1] = n
+        lines.append("    " + stmt)
+        dead = [s for s in n.inputs if last_use.get(s) == n.id and s not in pinned
+                and (s in plan.arg_slots or plan._init_vals[s] is None)]
+        for i in range(n.num_outputs):
+            s = n.out_base + i
+            if s not in last_use and s not in pinned:
+                dead.append(s)
+        if dead:
+            lines.append(f"    del {', '.join(f'v{s}' for s in dict.fromkeys(dead))}")
+    rets = [ref(s, False) for s in plan.retval_slots]
+    lines.append(f"    return [{', '.join(rets)}]")
+    src = "\n".join(lines) + "\n"
+    filename = f"<kernflow plan {plan.id} on {plan.device.name if plan.device else '?'}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    code = compile(src, filename, "exec")
+    exec(code, g)  # noqa: S102 - source generated above from the plan, no user text
+    inner = g["_run"]
+
+    def run(args, ctx):
+        try:
+            return inner(args, ctx)
+        except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the node
+            tb = e.__traceback__
+            node = None
+            while tb is not None:
+                if tb.tb_frame.f_code.co_filename == filename:
+                    node = line_node.get(tb.tb_lineno)
+                tb = tb.tb_next
+            raise _node_error(e, node) from e
+
+    run.source = src
+    return run
+
+
+def _node_error(e: Exception, node) -> errors.OpError:
+    """Wraps an exception raised by a kernel into a TF error naming the node."""
+    where = f"\n\t [[{{{{node {node.name}}}}} ({node.op_type})]]" if node is not None else ""
+    if isinstance(e, errors.OpError):
+        if where and where in e.message:
+            return e
+        err = type(e)(e.node_def, e.op, f"{e.message}{where}")
+        return err
+    if isinstance(e, MemoryError):
+        return errors.ResourceExhaustedError(None, None, f"OOM when running {node.name if node else '?'}: {e}{where}")
+    name = f"{node.op_type} {node.name}: " if node is not None else ""
+    return errors.InvalidArgumentError(None, None, f"{name}{type(e).__name__}: {e}{where}")
+
+
+# ---------------------------------------------------------------------------- dataflow
+class DataflowState:
+    """One step of one partition under the dataflow strategy. See the module docstring."""
+
+    def __init__(self, plan: ExecutorPlan, args, ctx: StepContext, done=None):
+        self.plan = plan
+        self.ctx = ctx
+        self.vals = list(plan._init_vals)
+        for s, v in zip(plan.arg_slots, args):
+            self.vals[s] = v
+        self.refs = list(plan._init_refs)
+        self.pending = list(plan._init_pending)
+        self.lock = threading.Lock()
+        self.outstanding = 0
+        self.error: Exception | None = None
+        self.finished = threading.Event()
+        self._done_cb = done
+
+    def start(self) -> None:
+        roots = self.plan._roots
+        if not roots:
+            self._finish()
+            return
+        with self.lock:
+            self.outstanding = len(roots)
+        self._process(list(roots))
+
+    def wait(self, timeout=None) -> bool:
+        return self.finished.wait(timeout)
+
+    def results(self):
+        if self.error is not None:
+            raise self.error
+        return [self.vals[s] for s in self.plan.retval_slots]
+
+    def abort(self, err: Exception) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = err
+        rdv = self.ctx.rendezvous
+        if rdv is not None:
+            rdv.abort(err)
+
+    # Runs `ready` nodes (each already counted in `outstanding`), inline or on the pool.
+    def _process(self, ready: list) -> None:
+        nodes = self.plan.nodes
+        stack = ready
+        while stack:
+            nid = stack.pop()
+            if self.error is not None:
+                self._complete(nid, None, skip=True)
+                continue
+            node = nodes[nid]
+            exp = node.expensive
+            if exp and self.plan.pool is not None and (exp is True or exp(self._inputs(node))):
+                self.plan.pool.schedule(lambda n=node: self._run_and_continue(n))
+                continue
+            stack.extend(self._run_node(node))
+
+    def _run_and_continue(self, node) -> None:
+        self._process(self._run_node(node))
+
+    def _inputs(self, node):
+        vals = self.vals
+        out = []
+        for s, d in zip(node.inputs, node.deref):
+            v = vals[s]
+            out.append(v.read() if d else v)
+        return out
+
+    def _run_node(self, node) -> list:
+        collector = self.ctx.collector
+        t0 = time.perf_counter() if collector is not None else 0.0
+        try:
+            args = self._inputs(node)
+            if node.is_async:
+                node.compute(self.ctx, args, lambda outs, n=node: self._async_done(n, outs))
+                return []
+            if node.needs_ctx:
+                out = node.compute(self.ctx, *args)
+            else:
+                out = node.compute(*args)
+        except Exception as e:  # noqa: BLE001 - the step fails with a TF error naming the node
+            self.abort(_node_error(e, node))
+            return self._complete(node.id, None, skip=True)
+        if collector is not None:
+            collector.record(self.plan.device, node, t0, time.perf_counter(), out)
+        return self._complete(node.id, out)
+
+    def _async_done(self, node, outs) -> None:
+        if isinstance(outs, Exception):
+            self.abort(_node_error(outs, node))
+            self._process(self._complete(node.id, None, skip=True))
+        else:
+            self._process(self._complete(node.id, outs))
+
+    def _complete(self, nid: int, out, skip: bool = False) -> list:
+        """Stores outputs, releases inputs, and returns the consumers that became ready."""
+        node = self.plan.nodes[nid]
+        vals, refs = self.vals, self.refs
+        if not skip:
+            n = node.num_outputs
+            if n == 1:
+                vals[node.out_base] = out
+            elif n > 1:
+                if len(out) != n:
+                    self.abort(errors.InternalError(None, None, f"kernel of {node.name} returned "
+                                                    f"{len(out)} outputs, expected {n}"))
+                else:
+                    vals[node.out_base:node.out_base + n] = out
+        ready = []
+        with self.lock:
+            for s in node.inputs:
+                refs[s] -= 1
+                if refs[s] == 0:
+                    vals[s] = None
+            for i in range(node.num_outputs):
+                if refs[node.out_base + i] == 0:
+                    vals[node.out_base + i] = None
+            pending = self.pending
+            for c in node.consumers:
+                pending[c] -= 1
+                if pending[c] == 0:
+                    ready.append(c)
+            self.outstanding += len(ready) - 1
+            finished = self.outstanding == 0
+        if finished:
+            self._finish()
+        return ready
+
+    def _finish(self) -> None:
+        self.finished.set()
+        if self._done_cb is not None:
+            self._done_cb(self)
+
+
+# ---------------------------------------------------------------------------- compilation
+def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
+                      session_handle=None, force_dataflow: bool = False) -> ExecutorPlan:
+    """Instantiates the kernels of one partition and compiles its plan.
+
+    Args:
+        graph_def: the partition's GraphDef (every node placed on `device`); `_Arg`/`_Retval`
+            nodes mark feeds and fetches by their `index` attr.
+        device: the `Device` the nodes run on.
+        kernels: the `KernelRegistry`.
+        pool: the inter-op `ThreadPool` for expensive kernels (None runs everything inline).
+        kernel_cache: dict shared by the session: stateful kernels are built once per
+            (device, node name) and reused by every plan, as TF's OpSegment does.
+
+    Raises:
+        InvalidArgumentError: for a cycle or a malformed node; NotFoundError for a missing kernel.
+    """
+    nds = list(graph_def.node)
+    index = {nd.name: i for i, nd in enumerate(nds)}
+    if len(index) != len(nds):
+        raise errors.InvalidArgumentError(None, None, "partition has duplicate node names")
+    parsed = []
+    for nd in nds:
+        op_def = op_def_registry.get(nd.op)
+        attrs = node_attrs(nd, op_def)
+        ins = []
+        for s in nd.input:
+            name, idx, ctrl = parse_input(s)
+            if name not in index:
+                raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}': unknown input node '{s}'")
+            ins.append((index[name], idx, ctrl))
+        parsed.append((nd, op_def, attrs, ins))
+    order = _toposort(parsed)
+    # Output dtypes and slots.
+    out_dtypes = [_ops.output_dtypes(op_def, attrs) for _, op_def, attrs, _ in parsed]
+    slot_base, total = {}, 0
+    for old in order:
+        slot_base[old] = total
+        total += len(out_dtypes[old])
+    nodes, consts = [], {}
+    arg_slots, retval_slots = {}, {}
+    kernel_cache = {} if kernel_cache is None else kernel_cache
+    exec_of_old: dict[int, int] = {}
+    for old in order:
+        nd, op_def, attrs, ins = parsed[old]
+        data_ins = [(i, idx) for i, idx, c in ins if not c]
+        in_slots = [slot_base[i] + idx for i, idx in data_ins]
+        in_dtypes = [out_dtypes[i][idx] for i, idx in data_ins]
+        arg_is_ref = _input_ref_flags(op_def, attrs)
+        deref = [dt.is_ref_dtype and not r for dt, r in zip(in_dtypes, arg_is_ref)]
+        base = slot_base[old]
+        if nd.op == "_Arg":
+            arg_slots[attrs["index"]] = base
+            continue
+        if nd.op == "_Retval":
+            retval_slots[attrs["index"]] = (in_slots[0], deref[0])
+            continue
+        if nd.op == "Const" and not any(c for _, _, c in ins):
+            consts[base] = device.to_device(attrs["value"])
+            continue
+        ctx = KernelConstruction(nd.name, nd.op, attrs, device, in_dtypes, out_dtypes[old], session_handle)
+        kd = kernels.lookup(nd.op, device.device_type, attrs, nd.name)
+        key = (device.name, nd.name, nd.SerializeToString(deterministic=True)) if op_def.stateful else None
+        compute = kernel_cache.get(key) if key else None
+        if compute is None:
+            try:
+                compute = kd.factory(ctx)
+            except errors.OpError:
+                raise
+            except Exception as e:  # noqa: BLE001 - construction errors name the node
+                raise errors.InvalidArgumentError(None, None, f"building kernel for {nd.name} "
+                                                  f"({nd.op}): {type(e).__name__}: {e}") from e
+            if key:
+                kernel_cache[key] = compute
+        exec_of_old[old] = len(nodes)
+        nodes.append(_Node(len(nodes), nd.name, nd.op, compute, in_slots, deref, [], base,
+                           len(out_dtypes[old]), kd.is_async, kd.needs_ctx or kd.is_async, kd.expensive))
+    _link(nodes, parsed, order, exec_of_old)
+    args = [arg_slots[i] for i in sorted(arg_slots)]
+    rets = [retval_slots[i][0] for i in sorted(retval_slots)]
+    return ExecutorPlan(device, nodes, total, consts, args, rets, pool, force_dataflow)
+
+
+def _input_ref_flags(op_def, attrs) -> list[bool]:
+    flags = []
+    for a in op_def.inputs:
+        if a.number_attr:
+            n = attrs.get(a.number_attr, 0)
+        elif a.type_list_attr:
+            n = len(attrs.get(a.type_list_attr, []))
+        else:
+            n = 1
+        flags.extend([a.is_ref] * n)
+    return flags
+
+
+def _toposort(parsed) -> list[int]:
+    n = len(parsed)
+    indeg = [0] * n
+    outs = [[] for _ in range(n)]
+    for j, (_, _, _, ins) in enumerate(parsed):
+        for i, _, _ in ins:
+            indeg[j] += 1
+            outs[i].append(j)
+    ready = collections.deque(j for j in range(n) if indeg[j] == 0)
+    order = []
+    while ready:
+        i = ready.popleft()
+        order.append(i)
+        for j in outs[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    if len(order) != n:
+        stuck = [parsed[j][0].name for j in range(n) if indeg[j] > 0][:5]
+        raise errors.InvalidArgumentError(None, None, f"Graph has a cycle through nodes {stuck}")
+    return order
+
+
+def _link(nodes, parsed, order, exec_of_old) -> None:
+    """Fills consumers and pending counts; consts and args are available at start (no edge)."""
+    for old in order:
+        me = exec_of_old.get(old)
+        if me is None:
+            continue
+        node = nodes[me]
+        pend = 0
+        for i, _, ctrl in parsed[old][3]:
+            p = exec_of_old.get(i)
+            if p is None:
+                continue
+            nodes[p].consumers.append(me)
+            pend += 1
+            if ctrl:
+                node.ctrl_inputs.append(p)
+        node.num_pending = pend

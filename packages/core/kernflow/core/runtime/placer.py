@@ -1,0 +1,236 @@
+"""Place: assign every node of a (pruned) GraphDef to a device.
+
+Heuristics, in order (TF's placer.cc, plus the whitepaper's simulated greedy placement):
+
+1. *Colocation groups*: nodes named in each other's ``_class`` ("loc:@name") attr, and any node with
+   a reference input and that reference's producer (a stateful op sits with its variable), form one
+   group placed as a unit.
+2. *Constraints*: a group may only go to devices matching every member's requested device (partial
+   specs like "/device:CPU:1" or "/job:ps" match many) and having a kernel for every member.
+   ``allow_soft_placement`` drops an unsatisfiable device type/index instead of failing.
+3. *Greedy simulation*: groups are visited in topological order; each goes to the candidate where
+   the simulated step would finish it earliest: when the device (or the hardware it shares, see
+   `Device.resource_key`) is free, plus the time its inputs take to arrive from other devices, plus
+   the group's estimated cost there (measured costs when the cost model has them, static estimates
+   otherwise). Ties prefer the higher-priority device type, then the lower device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+
+from kernflow.core.framework import device_spec
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.runtime import cost_model as _cost
+from kernflow.core.runtime.executor import node_attrs, parse_input
+
+__all__ = ["place", "PlacementOptions", "ANY_DEVICE_OPS"]
+
+_log = logging.getLogger(__name__)
+# Ops handled by the executor itself: they run on whatever device they are put on.
+ANY_DEVICE_OPS = frozenset({"_Arg", "_Retval"})
+
+
+@dataclasses.dataclass
+class PlacementOptions:
+    allow_soft_placement: bool = False
+    log_device_placement: bool = False
+    client_device: str = ""
+    cost_model: _cost.CostModel | None = None
+    # Device types to prefer when costs tie, highest first.
+    type_priority: dict = dataclasses.field(default_factory=dict)
+
+
+class _UnionFind:
+    def __init__(self, n):
+        self.parent = list(range(n))
+
+    def find(self, x):
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _merge_specs(members, nds, specs):
+    merged = device_spec.DeviceSpec()
+    owner = {}
+    for m in members:
+        s = specs[m]
+        if s is None:
+            continue
+        for f in ("job", "replica", "task", "device_type", "device_index"):
+            v = getattr(s, f)
+            if v is None:
+                continue
+            cur = getattr(merged, f)
+            if cur is not None and cur != v:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Cannot colocate nodes {nds[owner[f]].name} and {nds[m].name}: "
+                    f"their devices conflict ('{nds[owner[f]].device}' vs '{nds[m].device}').")
+            setattr(merged, f, v)
+            owner.setdefault(f, m)
+    return merged
+
+
+def _matches(spec, dev) -> bool:
+    d = dev.spec
+    return all(getattr(spec, f) is None or getattr(spec, f) == getattr(d, f)
+               for f in ("job", "replica", "task", "device_type", "device_index"))
+
+
+def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
+    """Returns a copy of `graph_def` with every node's device set to a full device name.
+
+    Raises:
+        InvalidArgumentError: when a node's constraints cannot be satisfied (the message names the
+            node, the requested device and what is available).
+    """
+    options = options or PlacementOptions()
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    nds = list(out.node)
+    n = len(nds)
+    index = {nd.name: i for i, nd in enumerate(nds)}
+    op_defs = [op_def_registry.get(nd.op) for nd in nds]
+    attrs = [node_attrs(nd, od) for nd, od in zip(nds, op_defs)]
+    uf = _UnionFind(n)
+    specs = []
+    for i, nd in enumerate(nds):
+        dev = nd.device or (options.client_device if nd.op in ANY_DEVICE_OPS else "")
+        specs.append(device_spec.DeviceSpec.from_string(dev) if dev else None)
+        for c in attrs[i].get("_class", []) or []:
+            if c.startswith("loc:@") and c[5:] in index:
+                uf.union(i, index[c[5:]])
+        ref_flags = _ref_inputs(op_defs[i], attrs[i])
+        data_inputs = [parse_input(s) for s in nd.input if not s.startswith("^")]
+        for (name, _, _), is_ref in zip(data_inputs, ref_flags):
+            if is_ref and name in index:
+                uf.union(i, index[name])
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(uf.find(i), []).append(i)
+    candidates = {}
+    for root, members in groups.items():
+        candidates[root] = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options)
+    _greedy_assign(nds, attrs, groups, uf, candidates, index, options)
+    if options.log_device_placement:
+        for nd in nds:
+            line = f"{nd.name}: ({nd.op}): {nd.device}"
+            _log.info(line)
+            print(line, file=sys.stderr)
+    return out
+
+
+def _ref_inputs(op_def, attrs) -> list[bool]:
+    flags = []
+    for a in op_def.inputs:
+        k = attrs.get(a.number_attr, 1) if a.number_attr else (
+            len(attrs.get(a.type_list_attr, [])) if a.type_list_attr else 1)
+        flags.extend([a.is_ref] * k)
+    return flags
+
+
+def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options):
+    spec = _merge_specs(members, nds, specs)
+    ops = [m for m in members if nds[m].op not in ANY_DEVICE_OPS]
+
+    def supported(dev):
+        return all(kernels.find(nds[m].op, dev.device_type, attrs[m]) is not None for m in ops)
+
+    matching = [d for d in devices if _matches(spec, d)]
+    ok = [d for d in matching if supported(d)]
+    if ok:
+        return ok
+    if options.allow_soft_placement:
+        soft = spec.replace(device_type=None, device_index=None)
+        ok = [d for d in devices if _matches(soft, d) and supported(d)]
+        if ok:
+            return ok
+    first = nds[members[0]]
+    requested = spec.to_string() or "(any)"
+    if not matching:
+        avail = ", ".join(d.name for d in devices)
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot assign a device for operation {first.name}: Could not satisfy explicit "
+            f"device specification '{requested}' because no devices matching that specification are "
+            f"registered in this process; available devices: {avail}")
+    bad = next(m for m in ops if not any(kernels.find(nds[m].op, d.device_type, attrs[m]) for d in matching))
+    have = kernels.device_types_for(nds[bad].op, attrs[bad])
+    raise errors.InvalidArgumentError(
+        None, None, f"Cannot assign a device for operation {first.name}: Could not satisfy explicit "
+        f"device specification '{requested}' because no supported kernel for "
+        f"{matching[0].device_type} devices is available (op {nds[bad].name} of type {nds[bad].op}; "
+        f"devices with a kernel: {', '.join(have) or 'none'}).")
+
+
+def _topo(nds, index):
+    indeg = [0] * len(nds)
+    outs = [[] for _ in nds]
+    for j, nd in enumerate(nds):
+        for s in nd.input:
+            name, _, _ = parse_input(s)
+            if name in index:
+                indeg[j] += 1
+                outs[index[name]].append(j)
+    order = [j for j in range(len(nds)) if indeg[j] == 0]
+    k = 0
+    while k < len(order):
+        for j in outs[order[k]]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                order.append(j)
+        k += 1
+    # Nodes on cycles (loops, added later) keep their GraphDef order at the end.
+    seen = set(order)
+    order.extend(j for j in range(len(nds)) if j not in seen)
+    return order
+
+
+def _greedy_assign(nds, attrs, groups, uf, candidates, index, options):
+    cm = options.cost_model or _cost.CostModel()
+    prio = options.type_priority
+    finish = [0.0] * len(nds)
+    device_of = [None] * len(nds)
+    ready: dict[str, float] = {}
+    dev_rank = {}
+    for lst in candidates.values():
+        for d in lst:
+            dev_rank.setdefault(d.name, len(dev_rank))
+    for i in _topo(nds, index):
+        root = uf.find(i)
+        if device_of[i] is not None:
+            continue
+        members = groups[root]
+        mset = set(members)
+        best = None
+        for d in candidates[root]:
+            start = ready.get(d.resource_key, 0.0)
+            for m in members:
+                for s in nds[m].input:
+                    name, idx, ctrl = parse_input(s)
+                    j = index.get(name)
+                    if j is None or j in mset or device_of[j] is None:
+                        continue
+                    arrive = finish[j]
+                    if device_of[j] is not d and not ctrl:
+                        arrive += cm.transfer_seconds(nds[j], idx, device_of[j], d)
+                    start = max(start, arrive)
+            cost = sum(cm.node_seconds(nds[m], attrs[m], d) for m in members)
+            key = (start + cost, -prio.get(d.device_type, 0), dev_rank[d.name])
+            if best is None or key < best[0]:
+                best = (key, d, start + cost)
+        _, dev, end = best
+        for m in members:
+            device_of[m] = dev
+            finish[m] = end
+            nds[m].device = dev.name
+        ready[dev.resource_key] = end

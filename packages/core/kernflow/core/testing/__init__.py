@@ -1,0 +1,1 @@
+"""Test support shipped with core: the kernel contract kit every kernel package's tests use."""

@@ -1,0 +1,198 @@
+"""The kernel contract kit: every op checked against a numpy reference, on any device type.
+
+Op semantics live in core as `OpCase`s (``kernflow/core/testing/op_cases/<family>.py``, each module
+with a ``CASES`` list). A kernel package's tests subclass `KernelContractTests` and set
+`device_type`; the kit runs every case on that device and checks, for each:
+
+* the values against the numpy reference (rtol/atol per case) and the dtype against the graph's;
+* the static shape the shape function inferred from fully known input shapes against the actual
+  shape, and that the op also builds (and runs) from placeholders of unknown shape;
+* the gradient against central finite differences, for cases with ``grad=True`` once gradients
+  exist (``kf.gradients``).
+
+Example::
+
+    OpCase("Add", lambda x, y: kf.add(x, y), [a, b], np.add)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases"]
+
+
+@dataclasses.dataclass
+class OpCase:
+    """One contract check of one op type.
+
+    Attributes:
+        op_type: the op type exercised (for the coverage meta-test).
+        build: fn(*input tensors) -> Tensor or list of Tensors (the op under test).
+        inputs: numpy arrays fed to placeholders (their dtypes define the placeholders').
+        reference: fn(*input arrays) -> array or list of arrays (numpy semantics to match).
+        rtol, atol: comparison tolerances.
+        dynamic_shapes: also build from placeholders of unknown shape and run (default True).
+        grad: check gradients w.r.t. floating inputs by finite differences.
+        grad_inputs: indices of inputs to differentiate (default: every floating input).
+        compare: optional fn(actual, expected) for outputs that are not elementwise comparable
+            (random ops compare statistics); replaces the value check.
+        name: test id suffix.
+    """
+    op_type: str
+    build: Callable
+    inputs: list
+    reference: Callable | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    dynamic_shapes: bool = True
+    grad: bool = False
+    grad_inputs: list | None = None
+    compare: Callable | None = None
+    name: str = ""
+    delta: float = 1e-3
+    grad_tol: float = 2e-3
+
+    @property
+    def id(self) -> str:
+        return f"{self.op_type}-{self.name}" if self.name else self.op_type
+
+
+def all_cases() -> list[OpCase]:
+    """Collects the CASES of every module in kernflow.core.testing.op_cases."""
+    from kernflow.core.testing import op_cases
+    out = []
+    for info in sorted(pkgutil.iter_modules(op_cases.__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"{op_cases.__name__}.{info.name}")
+        out.extend(getattr(mod, "CASES", []))
+    seen = {}
+    for c in out:
+        n = seen.get(c.id, 0)
+        seen[c.id] = n + 1
+        if n:
+            c.name = f"{c.name}{n}" if c.name else str(n)
+    return out
+
+
+def op_types_with_cases() -> set[str]:
+    return {c.op_type for c in all_cases()}
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _build(case: OpCase, device: str, static: bool):
+    import kernflow.core as kf
+    g = kf.Graph()
+    with g.as_default(), kf.device(device):
+        phs = []
+        for i, a in enumerate(case.inputs):
+            a = np.asarray(a)
+            shape = a.shape if static else None
+            phs.append(kf.placeholder(kf.as_dtype(a.dtype), shape, name=f"in{i}"))
+        outs = case.build(*phs)
+    return g, phs, outs
+
+
+def run_case(case: OpCase, device_type: str = "CPU", config=None) -> None:
+    """Runs every check of `case` on the first device of `device_type`; raises AssertionError."""
+    import kernflow.core as kf
+    device = f"/device:{device_type}:0"
+    g, phs, outs = _build(case, device, static=True)
+    out_list = _as_list(outs)
+    feed = {p: np.asarray(a) for p, a in zip(phs, case.inputs)}
+    with kf.Session(graph=g, config=config) as sess:
+        actual = sess.run(out_list, feed)
+    expected = _as_list(case.reference(*[np.asarray(a) for a in case.inputs])) if case.reference else None
+    for i, (t, a) in enumerate(zip(out_list, actual)):
+        a_arr = np.asarray(a)
+        assert a_arr.dtype == np.dtype(t.dtype.base_dtype.as_numpy_dtype), (
+            f"{case.id}: output {i} has dtype {a_arr.dtype}, graph says {t.dtype.name}")
+        assert t.shape.is_compatible_with(a_arr.shape), (
+            f"{case.id}: output {i} has shape {a_arr.shape}, shape function says {t.shape}")
+        if case.compare is not None:
+            case.compare(a_arr if len(out_list) > 1 else a_arr, expected[i] if expected else None)
+        elif expected is not None:
+            e = np.asarray(expected[i])
+            assert a_arr.shape == e.shape, f"{case.id}: output {i} shape {a_arr.shape} != reference {e.shape}"
+            if a_arr.dtype.kind in "fc":
+                np.testing.assert_allclose(a_arr, e, rtol=case.rtol, atol=case.atol,
+                                           err_msg=f"{case.id}: output {i}")
+            else:
+                np.testing.assert_array_equal(a_arr, e, err_msg=f"{case.id}: output {i}")
+    if case.dynamic_shapes:
+        g2, phs2, outs2 = _build(case, device, static=False)
+        with kf.Session(graph=g2, config=config) as sess:
+            dyn = sess.run(_as_list(outs2), {p: np.asarray(a) for p, a in zip(phs2, case.inputs)})
+        if case.compare is None:
+            for i, (a, b) in enumerate(zip(actual, dyn)):
+                np.testing.assert_allclose(np.asarray(b, dtype=np.asarray(a).dtype) if np.asarray(a).dtype != object else b,
+                                           a, rtol=1e-6, atol=1e-7, err_msg=f"{case.id}: unknown-shape run, output {i}") \
+                    if np.asarray(a).dtype.kind in "fc" else np.testing.assert_array_equal(b, a)
+    if case.grad and hasattr(kf, "gradients"):
+        check_gradient(case, device, config)
+
+
+def check_gradient(case: OpCase, device: str, config=None) -> None:
+    """Compares kf.gradients of sum(outputs * random weights) with central differences."""
+    import kernflow.core as kf
+    g, phs, outs = _build(case, device, static=True)
+    rng = np.random.RandomState(0)
+    with g.as_default():
+        out_list = [o for o in _as_list(outs) if o.dtype.is_floating]
+        weights = [rng.uniform(0.5, 1.5, size=[d if d is not None else 1 for d in o.shape.as_list()])
+                   .astype(o.dtype.as_numpy_dtype) for o in out_list]
+        loss = kf.add_n([kf.reduce_sum(o * w) for o, w in zip(out_list, weights)])
+        idxs = case.grad_inputs if case.grad_inputs is not None else [
+            i for i, a in enumerate(case.inputs) if np.asarray(a).dtype.kind == "f"]
+        grads = kf.gradients(loss, [phs[i] for i in idxs])
+    feed = {p: np.asarray(a, dtype=np.asarray(a).dtype) for p, a in zip(phs, case.inputs)}
+    with kf.Session(graph=g, config=config) as sess:
+        sym = sess.run([gr if gr is not None else loss for gr in grads], feed)
+        for k, i in enumerate(idxs):
+            if grads[k] is None:
+                continue
+            x = np.asarray(case.inputs[i], dtype=np.float64)
+            num = np.zeros_like(x)
+            flat = x.reshape(-1)
+            for j in range(flat.size):
+                orig = flat[j]
+                vals = []
+                for sgn in (1, -1):
+                    flat[j] = orig + sgn * case.delta
+                    f = dict(feed)
+                    f[phs[i]] = x.astype(np.asarray(case.inputs[i]).dtype)
+                    vals.append(float(sess.run(loss, f)))
+                flat[j] = orig
+                num.reshape(-1)[j] = (vals[0] - vals[1]) / (2 * case.delta)
+            s = np.asarray(sym[k], dtype=np.float64)
+            if hasattr(sym[k], "values"):  # IndexedSlices
+                s = sym[k].dense()
+            err = np.max(np.abs(s - num) / (1.0 + np.abs(num))) if num.size else 0.0
+            assert err < case.grad_tol, (f"{case.id}: gradient of input {i} differs from finite "
+                                         f"differences by {err:.2e}\nsymbolic={s}\nnumeric={num}")
+
+
+class KernelContractTests:
+    """Subclass in a kernel package's tests and set `device_type`; pytest collects `test_contract`.
+
+    Example::
+
+        class TestCPUKernels(KernelContractTests):
+            device_type = "CPU"
+    """
+
+    device_type = "CPU"
+    config = None
+
+    def pytest_generate_tests_cases(self):  # pragma: no cover - documented hook name only
+        return all_cases()
+
+    def test_contract(self, op_case):
+        run_case(op_case, self.device_type, self.config)

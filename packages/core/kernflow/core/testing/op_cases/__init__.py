@@ -1,0 +1,1 @@
+"""Contract cases per op family: each module defines ``CASES: list[OpCase]``."""

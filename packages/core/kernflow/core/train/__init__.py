@@ -1,0 +1,1 @@
+"""`kf.train`: optimizers, savers and cluster helpers (filled in by the training work)."""

@@ -1,0 +1,23 @@
+"""The CPU device: numpy arrays in host memory."""
+
+from __future__ import annotations
+
+from kernflow.core.framework import device_spec
+from kernflow.core.runtime.device import Device
+
+__all__ = ["CPUDevice", "create_cpu_devices"]
+
+
+class CPUDevice(Device):
+    """A logical CPU. Several CPUs of one task share the host's cores (one `resource_key`)."""
+
+    seconds_per_flop = 1.0 / 20e9
+    launch_overhead_s = 1e-6
+
+
+def create_cpu_devices(count, config, job, replica, task):
+    """Creates `count` (default 1) CPU devices for one task."""
+    n = 1 if count is None else int(count)
+    host = f"host:/job:{job}/task:{task}"
+    return [CPUDevice(device_spec.full_device_name(job, replica, task, "CPU", i), "CPU", host)
+            for i in range(n)]

@@ -1,0 +1,19 @@
+"""Hook implementations of the CPU kernel plugin (entry point ``cpu`` in group ``kernflow``)."""
+
+from kernflow.core.plugins import hookimpl
+
+# Op families with numpy kernels; each module has register(registry).
+FAMILIES = ("base", "math", "array", "state")
+
+
+@hookimpl
+def kernflow_register_devices(registry):
+    from kernflow.kernels.cpu.device import create_cpu_devices
+    registry.register_device_factory("CPU", create_cpu_devices, priority=50)
+
+
+@hookimpl
+def kernflow_register_kernels(registry):
+    import importlib
+    for fam in FAMILIES:
+        importlib.import_module(f"kernflow.kernels.cpu.{fam}").register(registry)
