@@ -107,10 +107,12 @@ def _check_feed(t: _ops.Tensor, value):
     else:
         try:
             arr = np.asarray(value, dtype=npdt)
+        except OverflowError:
+            arr = None
         except (TypeError, ValueError) as e:
             raise TypeError(f"Cannot convert feed value {value!r} to {dt.name} for Tensor "
                             f"'{t.name}': {e}") from None
-        if isinstance(value, int) and not isinstance(value, bool) and arr != value:
+        if isinstance(value, int) and not isinstance(value, bool) and (arr is None or arr != value):
             raise TypeError(f"Type of feed value {value} with type {type(value)} is not compatible "
                             f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
                             f"tensor to a larger type (e.g. int64).")

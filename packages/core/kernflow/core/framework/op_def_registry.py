@@ -238,6 +238,11 @@ def get(name: str) -> OpDef:
     """
     op = _registry.get(name)
     if op is None:
+        # Plugins declare their ops when the registries are first built: do that now and retry.
+        from kernflow.core.plugins import manager
+        manager.registries()
+        op = _registry.get(name)
+    if op is None:
         from kernflow.core.framework import errors
         close = difflib.get_close_matches(name, list(_registry), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""

@@ -16,7 +16,7 @@ from kernflow.core.framework.op_def_library import apply_op
 from kernflow.core.framework.op_def_registry import register_op
 from kernflow.core.ops import common_shapes
 
-__all__ = ["constant", "placeholder", "placeholder_with_default", "identity"]
+__all__ = ["constant", "placeholder", "placeholder_with_default", "identity"]  # + the submodules' below
 
 register_op("Const", outputs=["output: dtype"], attrs=["value: tensor", "dtype: type"],
             shape_fn=lambda op: [op.get_attr("value").shape],
@@ -49,7 +49,42 @@ register_op("_Recv", outputs=["tensor: T"],
 
 
 def _const_conversion(value, dtype=None, name=None, as_ref=False):
+    if isinstance(value, (list, tuple)) and _contains_tensor(value):
+        return _autopack(value, dtype, name or "packed")
     return constant(value, dtype=dtype, name=name)
+
+
+def _contains_tensor(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_contains_tensor(v) for v in value)
+    return isinstance(value, _ops.Tensor) or hasattr(value, "_as_graph_element")
+
+
+def _first_tensor_dtype(value):
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            d = _first_tensor_dtype(v)
+            if d is not None:
+                return d
+        return None
+    if isinstance(value, _ops.Tensor) or hasattr(value, "_as_graph_element"):
+        return _ops.convert_to_tensor(value).dtype.base_dtype
+    return None
+
+
+def _autopack(value, dtype, name):
+    """Packs a (nested) list mixing Tensors and Python values into one tensor (Pack ops)."""
+    dt = _dtypes.as_dtype(dtype).base_dtype if dtype is not None else _first_tensor_dtype(value)
+    with _ops.name_scope(name) as scope:
+        elems = []
+        for i, v in enumerate(value):
+            if isinstance(v, (list, tuple)) and _contains_tensor(v):
+                elems.append(_autopack(v, dt, str(i)))
+            elif isinstance(v, _ops.Tensor) or hasattr(v, "_as_graph_element"):
+                elems.append(_ops.convert_to_tensor(v, dtype=dt))
+            else:
+                elems.append(constant(v, dtype=dt, name=str(i)) if dt is not None else v)
+        return apply_op("Pack", [elems], {"axis": 0}, name=scope).outputs[0]
 
 
 def constant(value, dtype=None, shape=None, name="Const", verify_shape=False):
@@ -107,3 +142,23 @@ def identity(input, name=None):  # noqa: A002 - TF's argument name
     if hasattr(input, "_as_graph_element") and not isinstance(input, _ops.Tensor):
         input = input.value() if hasattr(input, "value") else input._as_graph_element()
     return apply_op("Identity", [input], name=name).outputs[0]
+
+
+# The rest of the family lives in array_ops_*.py (each under ~800 lines); their public names are
+# part of this module.
+from kernflow.core.ops import array_ops_shape as _shape_mod  # noqa: E402
+from kernflow.core.ops import array_ops_join as _join_mod  # noqa: E402
+from kernflow.core.ops import array_ops_slice as _slice_mod  # noqa: E402
+from kernflow.core.ops import array_ops_gather as _gather_mod  # noqa: E402
+from kernflow.core.ops import array_ops_extra as _extra_mod  # noqa: E402
+
+for _m in (_shape_mod, _join_mod, _slice_mod, _gather_mod, _extra_mod):
+    for _n in _m.__all__:
+        globals()[_n] = getattr(_m, _n)
+    __all__ += _m.__all__
+del _m, _n
+
+# Internal helpers (not kf.* names) that gradient code reaches through array_ops, as in TF.
+from kernflow.core.ops.array_ops_extra import (broadcast_gradient_args, concat_offset,  # noqa: E402,F401
+                                               mirror_pad_grad, strided_slice_grad)
+from kernflow.core.ops.array_ops_shape import _shape_internal as shape_internal  # noqa: E402,F401

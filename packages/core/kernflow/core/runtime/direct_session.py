@@ -12,6 +12,7 @@ import numpy as np
 
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
@@ -92,6 +93,9 @@ class DirectSession:
         self._kernel_cache: dict = {}
         self._graph_def = None
         self._gd_version = 0
+        self._placed = None
+        self._placed_version = -1
+        self._stateful_devices: dict[str, str] = {}
         self.cost_model = _cost.CostModel()
         self._closed = False
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
@@ -114,15 +118,36 @@ class DirectSession:
             self._gd_version = v
         return self._graph_def
 
+    def _placed_graph_def(self):
+        """The whole graph, placed once per graph version (TF's GraphExecutionState).
+
+        Placing the full graph rather than each pruned step keeps every step's view of a node on
+        the same device; stateful nodes (variables) additionally keep their device when the graph
+        grows and is placed again.
+        """
+        gd = self._current_graph_def()
+        if self._placed is None or self._placed_version != self._gd_version:
+            pinned = type(gd)()
+            pinned.CopyFrom(gd)
+            for nd in pinned.node:
+                dev = self._stateful_devices.get(nd.name)
+                if dev is not None:
+                    nd.device = dev
+            self._placed = place(pinned, self.devices, self._kernels, self._placement)
+            self._placed_version = self._gd_version
+            for nd in self._placed.node:
+                if op_def_registry.get(nd.op).stateful:
+                    self._stateful_devices.setdefault(nd.name, nd.device)
+        return self._placed
+
     def _build(self, key):
         feeds, fetches, targets = key
         with self._lock:
             step = self._steps.get(key)
             if step is not None:
                 return step
-            gd = self._current_graph_def()
-            pruned = prune(gd, feeds, fetches, targets, client_device=self.client_device)
-            placed = place(pruned, self.devices, self._kernels, self._placement)
+            placed_full = self._placed_graph_def()
+            placed = prune(placed_full, feeds, fetches, targets, client_device=self.client_device)
             parts = partition(placed, {d.name: d.incarnation for d in self.devices})
             if self.client_device not in parts:
                 from kernflow.core.protobuf import graph_pb2
@@ -146,9 +171,12 @@ class DirectSession:
         timeout = (options.timeout_in_ms if options is not None and options.timeout_in_ms else 0) \
             or self._timeout_ms
         if step.fast is not None and not trace:
-            return step.fast(feed_values, _executor.StepContext(next(_step_ids), None, step.plans[0].device))
-        collector = StepStatsCollector(self.cost_model) if trace else None
-        results = self._run_dataflow(step, feed_values, collector, timeout)
+            results = step.fast(feed_values, _executor.StepContext(next(_step_ids), None,
+                                                                   step.plans[0].device))
+            collector = None
+        else:
+            collector = StepStatsCollector(self.cost_model) if trace else None
+            results = self._run_dataflow(step, feed_values, collector, timeout)
         if run_metadata is not None:
             if collector is not None:
                 collector.finalize(run_metadata.step_stats)
@@ -186,7 +214,9 @@ class DirectSession:
                                                f"for the step to finish")
             for s in states:
                 s.abort(err)
-            all_done.wait(5.0)
+            # Aborting wakes Recvs at once; give other in-flight kernels a moment, then return
+            # (a kernel that ignores cancellation finishes in the background).
+            all_done.wait(0.5)
             raise err
         for st in states:
             if st.error is not None:

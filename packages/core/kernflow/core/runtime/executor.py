@@ -370,7 +370,7 @@ class DataflowState:
         while stack:
             nid = stack.pop()
             if self.error is not None:
-                self._complete(nid, None, skip=True)
+                stack.extend(self._complete(nid, None, skip=True))
                 continue
             node = nodes[nid]
             exp = node.expensive

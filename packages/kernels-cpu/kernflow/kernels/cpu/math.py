@@ -1,17 +1,374 @@
-"""Numpy kernels of the math ops (kernflow.core.ops.math_ops)."""
+"""Numpy kernels of the math ops (kernflow.core.ops.math_ops).
+
+Most ops map straight to a numpy ufunc (the tables below); ops whose semantics differ between
+floating and integer types, or that read attrs, have small factories.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.framework import errors
+
 DEVICE = "CPU"
 
-# op type -> numpy callable taking the op's inputs positionally.
+_INEXACT = (_dtypes.float16, _dtypes.float32, _dtypes.float64, _dtypes.complex64, _dtypes.complex128)
+_INTEGER = (_dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64, _dtypes.uint8, _dtypes.uint16,
+            _dtypes.uint32, _dtypes.uint64)
+
+
+def _error(msg):
+    return errors.InvalidArgumentError(None, None, msg)
+
+
+# ---------------------------------------------------------------------------- elementwise helpers
+def _quiet(fn):
+    """`fn` without numpy's RuntimeWarnings: inf and nan results are intended (as in TF)."""
+    def compute(*xs):
+        with np.errstate(all="ignore"):
+            return fn(*xs)
+    compute.__name__ = getattr(fn, "__name__", "compute")
+    return compute
+
+
+def _trunc_div(x, y):
+    """Integer division rounding toward zero (C semantics), exact for every integer width."""
+    q = np.floor_divide(x, y)
+    if q.dtype.kind == "i":
+        q += (np.remainder(x, y) != 0) & (np.less(x, 0) != np.less(y, 0))
+    return q
+
+
+def _floor_div(x, y):
+    """TF's floating FloorDiv: floor(x / y) (numpy's floor_divide differs, e.g. 1 // 0.1 == 9)."""
+    q = np.true_divide(x, y)
+    return np.floor(q, out=q) if isinstance(q, np.ndarray) else np.floor(q)
+
+
+def _rsqrt(x):
+    r = np.sqrt(x)
+    return np.reciprocal(r, out=r) if isinstance(r, np.ndarray) else np.reciprocal(r)
+
+
+def _sigmoid(x):
+    if x.dtype.kind == "c":
+        return np.tanh(x * 0.5) * 0.5 + 0.5
+    # exp(-log(1 + exp(-x))) never overflows and keeps tiny results for very negative x.
+    t = np.logaddexp(0, np.negative(x))
+    if isinstance(t, np.ndarray):
+        np.negative(t, out=t)
+        return np.exp(t, out=t)
+    return np.exp(-t)
+
+
+def _squared_difference(x, y):
+    d = np.subtract(x, y)
+    if d.dtype.kind == "c":
+        return d * np.conjugate(d)
+    return np.multiply(d, d, out=d) if isinstance(d, np.ndarray) else d * d
+
+
+def _add_n(*xs):
+    if len(xs) == 1:
+        return np.copy(xs[0])
+    shape = np.shape(xs[0])
+    for x in xs[1:]:
+        if np.shape(x) != shape:
+            raise _error(f"AddN: inputs must have the same shape, got {list(shape)} and "
+                         f"{list(np.shape(x))}")
+    out = np.add(xs[0], xs[1])
+    for x in xs[2:]:
+        out = np.add(out, x, out=out) if isinstance(out, np.ndarray) else out + x
+    return out
+
+
+def _clip_by_value(t, lo, hi):
+    out = np.clip(t, lo, hi)
+    if np.shape(out) != np.shape(t):
+        raise _error(f"ClipByValue: clip_value_min and clip_value_max must broadcast to t's shape "
+                     f"{list(np.shape(t))}, got {list(np.shape(lo))} and {list(np.shape(hi))}")
+    return out
+
+
+def _where(x):
+    return np.argwhere(x).astype(np.int64, copy=False)
+
+
+# op type -> numpy callable taking the op's inputs positionally (any allowed dtype).
 ELEMENTWISE = {
     "AddV2": np.add,
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Maximum": np.maximum,
+    "Minimum": np.minimum,
+    "SquaredDifference": _squared_difference,
+    "Neg": np.negative,
+    "Abs": np.absolute,
+    "ComplexAbs": np.absolute,
+    "Sign": np.sign,
+    "Square": np.square,
+    "Sin": np.sin,
+    "Cos": np.cos,
+    "Tanh": np.tanh,
+    "Floor": np.floor,
+    "Ceil": np.ceil,
+    "Conj": np.conjugate,
+    "Less": np.less,
+    "LessEqual": np.less_equal,
+    "Greater": np.greater,
+    "GreaterEqual": np.greater_equal,
+    "LogicalAnd": np.logical_and,
+    "LogicalOr": np.logical_or,
+    "LogicalNot": np.logical_not,
+    "SelectV2": np.where,
+    "Where": _where,
+    "AddN": _add_n,
+    "ClipByValue": _clip_by_value,
 }
+
+# Ops whose inf/nan results are routine (log(0), sqrt(-1), overflow): no numpy warnings.
+QUIET = {
+    "Exp": np.exp,
+    "Expm1": np.expm1,
+    "Log": np.log,
+    "Log1p": np.log1p,
+    "Sqrt": np.sqrt,
+    "Rsqrt": _rsqrt,
+    "Sigmoid": _sigmoid,
+    "Pow": np.power,
+}
+
+# op type -> (kernel for floating/complex T, kernel for integer T).
+BY_KIND = {
+    "RealDiv": (np.true_divide, _trunc_div),
+    "Div": (np.true_divide, _trunc_div),
+    "FloorDiv": (_floor_div, np.floor_divide),
+    "FloorMod": (np.remainder, np.remainder),
+    "Reciprocal": (np.reciprocal, np.reciprocal),
+    "Round": (np.rint, np.positive),
+}
+# Their integer kernels reject a zero divisor (the last input), as TF's do; floating ones are quiet.
+DIVISIONS = {"RealDiv", "Div", "FloorDiv", "FloorMod", "Reciprocal"}
+
+
+def _int_division(op_type, fn):
+    def factory(ctx):
+        name = ctx.name
+
+        def compute(*xs):
+            if not np.all(xs[-1]):
+                raise _error(f"{op_type} {name}: Integer division by zero")
+            return fn(*xs)
+        return compute
+    return factory
+
+
+def _equality(ufunc, mismatch):
+    """Equal/NotEqual: incompatible shapes give a scalar `mismatch` unless the attr forbids it."""
+    def factory(ctx):
+        if ctx.get_attr("incompatible_shape_error"):
+            return ufunc
+
+        def compute(x, y):
+            try:
+                return ufunc(x, y)
+            except ValueError:
+                return np.bool_(mismatch)
+        return compute
+    return factory
+
+
+def _select(ctx):
+    name = ctx.name
+
+    def compute(c, x, y):
+        if np.shape(x) != np.shape(y):
+            raise _error(f"Select {name}: 'then' and 'else' must have the same size. but received: "
+                         f"{list(np.shape(x))} vs. {list(np.shape(y))}")
+        cs, xs = np.shape(c), np.shape(x)
+        if cs == xs or not cs:
+            return np.where(c, x, y)
+        if len(cs) == 1 and xs and cs[0] == xs[0]:
+            return np.where(np.reshape(c, cs + (1,) * (len(xs) - 1)), x, y)
+        raise _error(f"Select {name}: 'condition' must be a scalar, a vector of size {xs[0] if xs else 1}"
+                     f" or of shape {list(xs)}, got shape {list(cs)}")
+    return compute
+
+
+def _cast(ctx):
+    src, dst = ctx.get_attr("SrcT"), ctx.get_attr("DstT").as_numpy_dtype
+    if src.is_complex and not np.issubdtype(dst, np.complexfloating):
+        return lambda x: np.real(x).astype(dst)
+    if src.is_floating and np.dtype(dst).kind in "iu":
+        return _quiet(lambda x: x.astype(dst))
+    return lambda x: x.astype(dst)
+
+
+# ---------------------------------------------------------------------------- matmul
+def _matmul_cost(inputs) -> bool:
+    a, b = inputs[0], inputs[1]
+    if np.ndim(a) < 2 or np.ndim(b) < 2:
+        return False
+    k = a.shape[-1] if a.shape[-1] in b.shape[-2:] else a.shape[-2]
+    return a.size * (b.size // max(k, 1)) > 1 << 22
+
+
+def _matmul(ctx):
+    ta, tb, name = ctx.get_attr("transpose_a"), ctx.get_attr("transpose_b"), ctx.name
+
+    def compute(a, b):
+        if np.ndim(a) != 2 or np.ndim(b) != 2:
+            raise _error(f"MatMul {name}: In[0] and In[1] must be matrices, got shapes "
+                         f"{list(np.shape(a))} and {list(np.shape(b))}")
+        x = a.T if ta else a
+        y = b.T if tb else b
+        if x.shape[1] != y.shape[0]:
+            raise _error(f"MatMul {name}: Matrix size-incompatible: In[0]: {list(a.shape)}, "
+                         f"In[1]: {list(b.shape)}")
+        return np.matmul(x, y)
+    return compute
+
+
+def _adjoint(x):
+    x = np.swapaxes(x, -1, -2)
+    return np.conjugate(x) if x.dtype.kind == "c" else x
+
+
+def _batch_matmul(ctx):
+    adj_x, adj_y, name = ctx.get_attr("adj_x"), ctx.get_attr("adj_y"), ctx.name
+
+    def compute(a, b):
+        if np.ndim(a) < 2 or np.ndim(b) < 2:
+            raise _error(f"BatchMatMulV2 {name}: In[0] and In[1] must have rank >= 2, got shapes "
+                         f"{list(np.shape(a))} and {list(np.shape(b))}")
+        x = _adjoint(a) if adj_x else a
+        y = _adjoint(b) if adj_y else b
+        if x.shape[-1] != y.shape[-2]:
+            raise _error(f"BatchMatMulV2 {name}: Matrix size-incompatible: In[0]: {list(a.shape)}, "
+                         f"In[1]: {list(b.shape)}")
+        try:
+            return np.matmul(x, y)
+        except ValueError:
+            raise _error(f"BatchMatMulV2 {name}: In[0] and In[1] must have compatible batch "
+                         f"dimensions: {list(a.shape)} vs. {list(b.shape)}") from None
+    return compute
+
+
+# ---------------------------------------------------------------------------- reductions
+def _axes(axis):
+    a = np.asarray(axis)
+    return int(a) if a.ndim == 0 else tuple(a.reshape(-1).tolist())
+
+
+def _sum(x, ax, kd, dt):
+    if dt == np.float16:  # accumulate halves in float32, as TF does
+        return np.sum(x, axis=ax, keepdims=kd, dtype=np.float32).astype(dt)
+    return np.sum(x, axis=ax, keepdims=kd, dtype=dt)
+
+
+def _mean(x, ax, kd, dt):
+    if np.dtype(dt).kind in "iu":
+        s = np.sum(x, axis=ax, keepdims=kd, dtype=dt)
+        n = x.size // np.size(s) if np.size(s) else 1
+        return _trunc_div(s, dt(n)) if n else np.zeros_like(s)
+    if x.size == 0:  # every output element is the mean of an empty slice
+        return np.full_like(np.sum(x, axis=ax, keepdims=kd, dtype=dt), np.nan)
+    return np.mean(x, axis=ax, keepdims=kd)
+
+
+def _extremum(fn, pick):
+    def reduce(x, ax, kd, dt):
+        try:
+            return fn(x, axis=ax, keepdims=kd)
+        except ValueError:
+            if np.size(x):
+                raise
+            kind = np.dtype(dt).kind
+            init = (-np.inf if pick == "min" else np.inf) if kind == "f" else getattr(np.iinfo(dt), pick)
+            return fn(x, axis=ax, keepdims=kd, initial=init)
+    return reduce
+
+
+REDUCTIONS = {  # op type -> fn(x, axes, keep_dims, output numpy type)
+    "Sum": _sum,
+    "Prod": lambda x, ax, kd, dt: np.prod(x, axis=ax, keepdims=kd, dtype=dt),
+    "Mean": _mean,
+    "Max": _extremum(np.max, "min"),
+    "Min": _extremum(np.min, "max"),
+    "Any": lambda x, ax, kd, dt: np.any(x, axis=ax, keepdims=kd),
+    "All": lambda x, ax, kd, dt: np.all(x, axis=ax, keepdims=kd),
+}
+
+
+def _reduction(op_type, fn):
+    def factory(ctx):
+        kd, dt, name = ctx.get_attr("keep_dims"), ctx.output_dtypes[0].as_numpy_dtype, ctx.name
+
+        def compute(x, axis):
+            ax = _axes(axis)
+            try:
+                return fn(x, ax, kd, dt)
+            except np.exceptions.AxisError as e:
+                raise _error(f"{op_type} {name}: Invalid reduction dimension in "
+                             f"{np.reshape(axis, -1).tolist()} for input with {np.ndim(x)} "
+                             f"dimensions ({e})") from None
+        return compute
+    return factory
+
+
+def _arg(fn):
+    def factory(ctx):
+        out = ctx.output_dtypes[0].as_numpy_dtype
+        return lambda x, axis: fn(x, axis=int(axis)).astype(out, copy=False)
+    return factory
+
+
+def _scan(op_type, accumulate, identity):
+    def factory(ctx):
+        excl, rev = ctx.get_attr("exclusive"), ctx.get_attr("reverse")
+        dt, name = ctx.output_dtypes[0].as_numpy_dtype, ctx.name
+
+        def compute(x, axis):
+            nd, ax = np.ndim(x), int(axis)
+            if not -nd <= ax < nd:
+                raise _error(f"{op_type} {name}: Expected scan axis in the range [{-nd}, {nd}), but "
+                             f"got {ax}")
+            ax %= nd
+            if rev:
+                x = np.flip(x, ax)
+            out = accumulate(x, axis=ax, dtype=dt)
+            if excl:
+                shifted = np.empty_like(out)
+                head = (slice(None),) * ax
+                shifted[head + (slice(0, 1),)] = identity
+                shifted[head + (slice(1, None),)] = out[head + (slice(None, -1),)]
+                out = shifted
+            return np.flip(out, ax) if rev else out
+        return compute
+    return factory
 
 
 def register(registry, device=DEVICE):
     for op, fn in ELEMENTWISE.items():
         registry.register_simple(op, device, fn)
+    for op, fn in QUIET.items():
+        registry.register_simple(op, device, _quiet(fn))
+    for op, (inexact_fn, int_fn) in BY_KIND.items():
+        inexact = _quiet(inexact_fn) if op in DIVISIONS else inexact_fn
+        registry.register_simple(op, device, inexact, constraints={"T": _INEXACT})
+        factory = _int_division(op, int_fn) if op in DIVISIONS else (lambda ctx, f=int_fn: f)
+        registry.register(op, device, factory, constraints={"T": _INTEGER})
+    registry.register("Equal", device, _equality(np.equal, False))
+    registry.register("NotEqual", device, _equality(np.not_equal, True))
+    registry.register("Select", device, _select)
+    registry.register("Cast", device, _cast)
+    registry.register("MatMul", device, _matmul, expensive=_matmul_cost)
+    registry.register("BatchMatMulV2", device, _batch_matmul, expensive=_matmul_cost)
+    for op, fn in REDUCTIONS.items():
+        registry.register(op, device, _reduction(op, fn))
+    registry.register("ArgMax", device, _arg(np.argmax))
+    registry.register("ArgMin", device, _arg(np.argmin))
+    registry.register("Cumsum", device, _scan("Cumsum", np.cumsum, 0))
+    registry.register("Cumprod", device, _scan("Cumprod", np.cumprod, 1))

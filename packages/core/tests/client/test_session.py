@@ -1,0 +1,199 @@
+"""Session.run: fetch structures, feeds and their errors, defaults, callables, devices, reset."""
+
+import collections
+import threading
+
+import numpy as np
+import pytest
+
+import kernflow.core as kf
+from kernflow.core.framework import errors
+
+
+@pytest.fixture
+def g():
+    graph = kf.Graph()
+    with graph.as_default():
+        yield graph
+
+
+def test_fetch_structures(g):
+    a = kf.constant(1.0, name="a")
+    b = kf.constant(np.array([1, 2], np.int32), name="b")
+    nt = collections.namedtuple("NT", "x y")
+    op = kf.no_op()
+    with kf.Session() as s:
+        out = s.run({"a": a, "nested": [b, (a, nt(a, b))], "op": op, "name": "a:0"})
+    assert out["a"] == 1.0 and isinstance(out["a"], np.float32)
+    np.testing.assert_array_equal(out["nested"][0], [1, 2])
+    assert isinstance(out["nested"][1], tuple) and isinstance(out["nested"][1][1], nt)
+    assert out["nested"][1][1].x == 1.0
+    assert out["op"] is None and out["name"] == 1.0
+    with kf.Session() as s:
+        assert s.run(op) is None
+        assert s.run("a") is None  # an op name fetches the operation
+
+
+def test_fetch_errors(g):
+    with kf.Session() as s:
+        with pytest.raises(TypeError):
+            s.run(None)
+        with pytest.raises(ValueError, match="cannot be interpreted"):
+            s.run("missing:0")
+        with pytest.raises(TypeError):
+            s.run(3)
+
+
+def test_feed_checks(g):
+    x = kf.placeholder(kf.float32, [2], name="x")
+    i = kf.placeholder(kf.int32, [], name="i")
+    y = x + 1.0
+    with kf.Session() as s:
+        np.testing.assert_allclose(s.run(y, {x: [1, 2]}), [2, 3])
+        np.testing.assert_allclose(s.run(y, {"x:0": np.array([1, 2], np.float64)}), [2, 3])
+        with pytest.raises(ValueError, match=r"Cannot feed value of shape \(3,\) for Tensor 'x:0'"):
+            s.run(y, {x: [1, 2, 3]})
+        with pytest.raises(errors.InvalidArgumentError, match="You must feed a value for placeholder tensor 'x'"):
+            s.run(y)
+        with pytest.raises(TypeError, match="cannot be a kf.Tensor"):
+            s.run(y, {x: y})
+        with pytest.raises(TypeError, match="not compatible"):
+            s.run(i + 1, {i: 2 ** 40})
+        with pytest.raises(TypeError):
+            s.run(y, {x: ["a", "b"]})
+
+
+def test_feeding_an_intermediate_prunes_its_producers(g):
+    x = kf.placeholder(kf.float32, [], name="x")
+    mid = x + 1.0
+    out = mid + 1.0
+    with kf.Session() as s:
+        # x is never fed: feeding `mid` cuts the graph there.
+        assert s.run(out, {mid: 10.0}) == 11.0
+        assert s.run([mid, out], {mid: 1.0}) == [1.0, 2.0]
+
+
+def test_variables_state_and_errors(g):
+    v = kf.Variable(np.array([1.0, 2.0], np.float32), name="v")
+    inc = v.assign_add([1.0, 1.0])
+    with kf.Session() as s:
+        with pytest.raises(errors.FailedPreconditionError, match="uninitialized value v"):
+            s.run(v + 0.0)
+        assert not s.run(kf.is_variable_initialized(v))
+        s.run(kf.global_variables_initializer())
+        first = s.run(v)
+        s.run(inc)
+        np.testing.assert_allclose(first, [1, 2])  # a fetched value is not changed by later updates
+        np.testing.assert_allclose(s.run(v), [2, 3])
+        np.testing.assert_allclose(s.run(inc), [3, 4])
+        v.load(np.array([7.0, 8.0], np.float32), s)
+        np.testing.assert_allclose(v.eval(s), [7, 8])
+    with kf.Session() as s2:  # state belongs to the session
+        with pytest.raises(errors.FailedPreconditionError):
+            s2.run(v + 0.0)
+
+
+def test_assign_shape_validation(g):
+    v = kf.Variable(np.zeros([2], np.float32), name="v")
+    p = kf.placeholder(kf.float32, [None])
+    a = kf.assign(v, p)
+    with kf.Session() as s:
+        with pytest.raises(errors.InvalidArgumentError, match=r"lhs shape= \[2\] rhs shape= \[3\]"):
+            s.run(a, {p: [1, 2, 3]})
+
+
+def test_scatter_updates(g):
+    v = kf.Variable(np.zeros([4, 2], np.float32), name="v")
+    up = kf.scatter_update(v, [1, 3], np.ones([2, 2], np.float32))
+    add = kf.scatter_add(v, [0, 0], np.ones([2, 2], np.float32))
+    sub = kf.scatter_sub(v, [3], np.full([1, 2], 5.0, np.float32))
+    bad = kf.scatter_update(v, [4], np.ones([1, 2], np.float32))
+    with kf.Session() as s:
+        s.run(v.initializer)
+        s.run(up)
+        s.run(add)
+        np.testing.assert_allclose(s.run(sub), [[2, 2], [1, 1], [0, 0], [-4, -4]])
+        with pytest.raises(errors.InvalidArgumentError, match=r"4 which is not in \[0, 4\)"):
+            s.run(bad)
+
+
+def test_concurrent_locked_assign_add(g):
+    v = kf.Variable(0, dtype=kf.int64, name="counter")
+    inc = kf.assign_add(v, kf.constant(1, kf.int64), use_locking=True)
+    with kf.Session() as s:
+        s.run(v.initializer)
+
+        def worker():
+            for _ in range(1000):
+                s.run(inc.op)
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert s.run(v) == 8000
+
+
+def test_default_session_eval_and_run(g):
+    x = kf.constant(3.0)
+    v = kf.Variable(1.0)
+    with kf.Session() as s:
+        assert kf.get_default_session() is s
+        v.initializer.run()
+        assert x.eval() == 3.0
+        assert v.eval() == 1.0
+    assert kf.get_default_session() is None
+    with pytest.raises(ValueError, match="No default session"):
+        x.eval()
+
+
+def test_interactive_session(g):
+    x = kf.constant(2.0)
+    sess = kf.InteractiveSession()
+    try:
+        assert x.eval() == 2.0
+    finally:
+        sess.close()
+
+
+def test_make_callable(g):
+    x = kf.placeholder(kf.float32, [], name="x")
+    y = x + 1.0
+    v = kf.Variable(0.0)
+    inc = v.assign_add(1.0)
+    with kf.Session() as s:
+        s.run(v.initializer)
+        f = s.make_callable([y, inc.op], feed_list=[x])
+        assert f(1.0) == [2.0, None]
+        assert f(5.0)[0] == 6.0
+        assert s.run(v) == 2.0
+        with pytest.raises(TypeError):
+            f()
+
+
+def test_closed_session(g):
+    s = kf.Session()
+    s.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        s.run(kf.constant(1.0))
+
+
+def test_list_devices_and_device_count(g):
+    with kf.Session(config=kf.ConfigProto(device_count={"CPU": 2})) as s:
+        names = [d.name for d in s.list_devices()]
+    assert names == ["/job:localhost/replica:0/task:0/device:CPU:0",
+                     "/job:localhost/replica:0/task:0/device:CPU:1"]
+
+
+def test_session_reset_clears_containers(g):
+    v = kf.Variable(1.0)
+    with kf.Session() as s:
+        s.run(v.initializer)
+        kf.Session.reset("")
+        with pytest.raises(errors.FailedPreconditionError):
+            s.run(v + 0.0)
+
+
+def test_unknown_target_scheme(g):
+    with pytest.raises(errors.NotFoundError, match="session factory"):
+        kf.Session("nope://somewhere")
