@@ -37,3 +37,11 @@ def test_every_core_op_has_a_contract_case():
     covered = op_types_with_cases()
     missing = sorted(n for n in core_ops() if n not in covered | EXECUTOR_OPS | RUNTIME_TESTED)
     assert not missing, f"ops without a contract case in kernflow/core/testing/op_cases: {missing}"
+
+
+def test_every_core_op_with_inputs_has_a_gradient_or_is_marked_not_differentiable():
+    from kernflow.core.framework.gradient_registry import gradient_status
+    missing = sorted(n for n, op in core_ops().items()
+                     if op.inputs and gradient_status(n) == "missing")
+    assert not missing, ("ops with inputs but neither a gradient nor NotDifferentiable "
+                         f"(kernflow/core/grads/): {missing}")

@@ -748,6 +748,11 @@ def control_dependencies(control_inputs):
     return get_default_graph().control_dependencies(control_inputs)
 
 
+def init_scope():
+    """A scope for creating state (optimizer slots, global step): no outer control dependencies."""
+    return get_default_graph().control_dependencies(None)
+
+
 def device(device_name_or_function):
     return get_default_graph().device(device_name_or_function)
 

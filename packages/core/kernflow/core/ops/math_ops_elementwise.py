@@ -61,11 +61,12 @@ def _select_shape(op):
         return [out]
     if c.rank == out.rank:
         return [out.merge_with(c)]
-    if c.rank == 1:
+    if c.rank == 1 and out.rank > 1:
         first = _ts.Dimension(out[0]).merge_with(c[0]).value
         return [_ts.TensorShape([first] + list(out.dims[1:]))]
-    raise ValueError(f"Shape must be rank 0, 1 or {out.rank} but is rank {c.rank}: 'condition' must "
-                     f"be a scalar, a vector matching the first dimension of 'x', or x's shape")
+    allowed = "0" if out.rank == 0 else ("0 or 1" if out.rank == 1 else f"0, 1 or {out.rank}")
+    raise ValueError(f"Shape must be rank {allowed} but is rank {c.rank}: 'condition' must be a "
+                     f"scalar, a vector matching the first dimension of 'x', or x's shape")
 
 
 def _select_v2_shape(op):
@@ -380,7 +381,7 @@ def add_n(inputs, name=None):
     if not inputs or not isinstance(inputs, (list, tuple)):
         raise ValueError("inputs must be a list of at least one Tensor/IndexedSlices with the same "
                          "dtype and shape")
-    inputs = [_ops.convert_to_tensor(t) if not hasattr(t, "indices") else t for t in inputs]
+    inputs = [_ops.convert_to_tensor(t) for t in inputs]
     if len(inputs) == 1:
         if name:
             from kernflow.core.ops import array_ops

@@ -25,3 +25,10 @@ def kernflow_register_session_factories(registry):
 def kernflow_register_commands(registry):
     from kernflow.core import cli
     cli.register_builtin_commands(registry)
+
+
+@hookimpl
+def kernflow_register_optimizers(registry):
+    from kernflow.core.train.optimizers import BUILTIN
+    for name, cls in BUILTIN.items():
+        registry.register(name, cls)

@@ -1,1 +1,22 @@
-"""`kf.train`: optimizers, savers and cluster helpers (filled in by the training work)."""
+"""`kf.train`: optimizers, schedules, the global step and checkpoints (TF1's tf.train)."""
+
+from kernflow.core.train.learning_rate import *  # noqa: F403
+from kernflow.core.train.optimizer import Optimizer
+from kernflow.core.train.optimizers import (AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer,
+                                            MomentumOptimizer, RMSPropOptimizer)
+
+try:  # checkpoints
+    from kernflow.core.train.saver import *  # noqa: F403
+except ModuleNotFoundError as _e:  # pragma: no cover - until the checkpoint module lands
+    if _e.name != "kernflow.core.train.saver":
+        raise
+
+
+def get_optimizer(name: str):
+    """Returns the optimizer class registered as `name` (built-ins and plugins alike).
+
+    Raises:
+        NotFoundError: listing the registered names.
+    """
+    from kernflow.core.plugins import registries
+    return registries().optimizers.get(name)

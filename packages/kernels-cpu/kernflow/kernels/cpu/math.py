@@ -22,6 +22,11 @@ def _error(msg):
     return errors.InvalidArgumentError(None, None, msg)
 
 
+def _dims(x) -> str:
+    """A shape written as TF writes it: [2,3]."""
+    return "[" + ",".join(str(d) for d in np.shape(x)) + "]"
+
+
 # ---------------------------------------------------------------------------- elementwise helpers
 def _quiet(fn):
     """`fn` without numpy's RuntimeWarnings: inf and nan results are intended (as in TF)."""
@@ -75,8 +80,8 @@ def _add_n(*xs):
     shape = np.shape(xs[0])
     for x in xs[1:]:
         if np.shape(x) != shape:
-            raise _error(f"AddN: inputs must have the same shape, got {list(shape)} and "
-                         f"{list(np.shape(x))}")
+            raise _error(f"AddN: inputs must have the same shape, got {_dims(xs[0])} and "
+                         f"{_dims(x)}")
     out = np.add(xs[0], xs[1])
     for x in xs[2:]:
         out = np.add(out, x, out=out) if isinstance(out, np.ndarray) else out + x
@@ -87,7 +92,7 @@ def _clip_by_value(t, lo, hi):
     out = np.clip(t, lo, hi)
     if np.shape(out) != np.shape(t):
         raise _error(f"ClipByValue: clip_value_min and clip_value_max must broadcast to t's shape "
-                     f"{list(np.shape(t))}, got {list(np.shape(lo))} and {list(np.shape(hi))}")
+                     f"{_dims(t)}, got {_dims(lo)} and {_dims(hi)}")
     return out
 
 
@@ -186,14 +191,14 @@ def _select(ctx):
     def compute(c, x, y):
         if np.shape(x) != np.shape(y):
             raise _error(f"Select {name}: 'then' and 'else' must have the same size. but received: "
-                         f"{list(np.shape(x))} vs. {list(np.shape(y))}")
+                         f"{_dims(x)} vs. {_dims(y)}")
         cs, xs = np.shape(c), np.shape(x)
         if cs == xs or not cs:
             return np.where(c, x, y)
         if len(cs) == 1 and xs and cs[0] == xs[0]:
             return np.where(np.reshape(c, cs + (1,) * (len(xs) - 1)), x, y)
         raise _error(f"Select {name}: 'condition' must be a scalar, a vector of size {xs[0] if xs else 1}"
-                     f" or of shape {list(xs)}, got shape {list(cs)}")
+                     f" or of shape {_dims(x)}, got shape {_dims(c)}")
     return compute
 
 
@@ -221,12 +226,12 @@ def _matmul(ctx):
     def compute(a, b):
         if np.ndim(a) != 2 or np.ndim(b) != 2:
             raise _error(f"MatMul {name}: In[0] and In[1] must be matrices, got shapes "
-                         f"{list(np.shape(a))} and {list(np.shape(b))}")
+                         f"{_dims(a)} and {_dims(b)}")
         x = a.T if ta else a
         y = b.T if tb else b
         if x.shape[1] != y.shape[0]:
-            raise _error(f"MatMul {name}: Matrix size-incompatible: In[0]: {list(a.shape)}, "
-                         f"In[1]: {list(b.shape)}")
+            raise _error(f"MatMul {name}: Matrix size-incompatible: In[0]: {_dims(a)}, "
+                         f"In[1]: {_dims(b)}")
         return np.matmul(x, y)
     return compute
 
@@ -242,17 +247,17 @@ def _batch_matmul(ctx):
     def compute(a, b):
         if np.ndim(a) < 2 or np.ndim(b) < 2:
             raise _error(f"BatchMatMulV2 {name}: In[0] and In[1] must have rank >= 2, got shapes "
-                         f"{list(np.shape(a))} and {list(np.shape(b))}")
+                         f"{_dims(a)} and {_dims(b)}")
         x = _adjoint(a) if adj_x else a
         y = _adjoint(b) if adj_y else b
         if x.shape[-1] != y.shape[-2]:
-            raise _error(f"BatchMatMulV2 {name}: Matrix size-incompatible: In[0]: {list(a.shape)}, "
-                         f"In[1]: {list(b.shape)}")
+            raise _error(f"BatchMatMulV2 {name}: Matrix size-incompatible: In[0]: {_dims(a)}, "
+                         f"In[1]: {_dims(b)}")
         try:
             return np.matmul(x, y)
         except ValueError:
             raise _error(f"BatchMatMulV2 {name}: In[0] and In[1] must have compatible batch "
-                         f"dimensions: {list(a.shape)} vs. {list(b.shape)}") from None
+                         f"dimensions: {_dims(a)} vs. {_dims(b)}") from None
     return compute
 
 

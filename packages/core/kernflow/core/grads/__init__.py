@@ -1,0 +1,1 @@
+"""Gradient functions per op family (math_grad, array_grad, nn_grad...), registered by op type."""
