@@ -33,3 +33,31 @@ def kernflow_register_kernels(registry):
 def soft_clip(x, limit=1.0, name=None):
     """The user wrapper a plugin would export."""
     return apply_op("ExampleSoftClip", [x], {"limit": limit}, name=name).outputs[0]
+
+
+def _sign_sgd():
+    from kernflow.core.train.optimizer import Optimizer
+
+    class SignSGD(Optimizer):
+        """var -= lr * sign(grad): an optimizer built from existing ops, shipped by a plugin."""
+
+        def __init__(self, learning_rate, use_locking=False, name="SignSGD"):
+            super().__init__(use_locking, name)
+            self._lr = learning_rate
+
+        def _apply_dense(self, grad, var):
+            import kernflow.core as kf
+            lr = self._hyper(self._lr, "learning_rate", var.dtype.base_dtype)
+            return kf.assign_sub(var, lr * kf.sign(grad), use_locking=self._use_locking).op
+
+        def _apply_sparse(self, grad, var):
+            import kernflow.core as kf
+            lr = self._hyper(self._lr, "learning_rate", var.dtype.base_dtype)
+            return kf.scatter_sub(var, grad.indices, lr * kf.sign(grad.values)).op
+
+    return SignSGD
+
+
+@hookimpl
+def kernflow_register_optimizers(registry):
+    registry.register("ExampleSignSGD", _sign_sgd())

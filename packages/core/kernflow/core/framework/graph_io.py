@@ -6,17 +6,9 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import attr_value as _attr_value
+from kernflow.core.framework.node_def_util import parse_input as _parse
 
 __all__ = ["import_graph_def"]
-
-
-def _parse(s):
-    if s.startswith("^"):
-        return s[1:], -1, True
-    name, sep, idx = s.rpartition(":")
-    if sep and idx.isdigit():
-        return name, int(idx), False
-    return s, 0, False
 
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None, op_dict=None,

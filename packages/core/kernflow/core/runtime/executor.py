@@ -46,21 +46,15 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import tensor_util
+from kernflow.core.framework.node_def_util import parse_input
 
 __all__ = ["ExecutorPlan", "KernelConstruction", "StepContext", "ThreadPool", "compile_partition",
            "parse_input", "node_attrs"]
 
 _plan_ids = itertools.count()
-
-
-def parse_input(s: str) -> tuple[str, int, bool]:
-    """Parses a NodeDef input string into (node name, output index, is_control)."""
-    if s.startswith("^"):
-        return s[1:], -1, True
-    name, sep, idx = s.rpartition(":")
-    if sep and idx.isdigit():
-        return name, int(idx), False
-    return s, 0, False
+# Release each intermediate after its last consumer (the default). Benchmarks turn it off to
+# measure what keeping every tensor to the end of the step would cost.
+RELEASE_INTERMEDIATES = True
 
 
 def node_attrs(nd, op_def) -> dict:
@@ -192,7 +186,7 @@ class ExecutorPlan:
         for n in nodes:
             for s in n.inputs:
                 refs[s] += 1
-        for s in retval_slots:
+        for s in (retval_slots if RELEASE_INTERMEDIATES else range(num_slots)):
             refs[s] += 1 << 30
         self._init_refs = refs
         self._init_pending = [n.num_pending for n in nodes]
@@ -279,7 +273,7 @@ def _compile_straight_line(plan: ExecutorPlan):
             s = n.out_base + i
             if s not in last_use and s not in pinned:
                 dead.append(s)
-        if dead:
+        if dead and RELEASE_INTERMEDIATES:
             lines.append(f"    del {', '.join(f'v{s}' for s in dict.fromkeys(dead))}")
     rets = [ref(s, False) for s in plan.retval_slots]
     lines.append(f"    return [{', '.join(rets)}]")
