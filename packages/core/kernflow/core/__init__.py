@@ -37,5 +37,6 @@ _Variable._overload_operators()
 
 from kernflow.core import nn  # noqa: E402
 from kernflow.core import train  # noqa: E402
+from kernflow.core import test  # noqa: E402
 
 __version__ = "0.1.0"

@@ -20,8 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS) + ["plugin:NAME"], default=None,
-                        help="sgd (default for the MLP), momentum, adagrad, rmsprop, adam (default "
-                             "for the convnet), or any registered optimizer as plugin:NAME")
+                        help="sgd, momentum (default for the MLP: 0.9, lr 0.02), adagrad, rmsprop, adam "
+                             "(default for the convnet), or any registered optimizer as plugin:NAME")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--checkpoint-dir", default=os.path.join(os.getcwd(), "kernflow-demo-ckpt"))
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
@@ -71,12 +71,12 @@ def build_convnet(kf, x, seed):
 
 
 def _optimizer(kf, args):
-    name = args.optimizer or ("sgd" if args.model == "mlp" else "adam")
+    name = args.optimizer or ("momentum" if args.model == "mlp" else "adam")
     lr = args.learning_rate
     if name.startswith("plugin:"):
         cls = kf.train.get_optimizer(name.split(":", 1)[1])
         return cls(lr or 0.01)
-    defaults = {"sgd": 0.1, "momentum": 0.05, "adagrad": 0.1, "rmsprop": 0.001, "adam": 0.003}
+    defaults = {"sgd": 0.1, "momentum": 0.02, "adagrad": 0.1, "rmsprop": 0.001, "adam": 0.003}
     lr = lr if lr is not None else defaults[name]
     cls = kf.train.get_optimizer(OPTIMIZERS[name])
     if name == "momentum":

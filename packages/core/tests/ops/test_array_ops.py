@@ -473,3 +473,34 @@ def test_identity_n_and_shape_n():
     out = run([b, s2], {y: [1, 2, 3], z: np.zeros((4, 2)), x: [0, 0]})
     np.testing.assert_array_equal(out[0], [1, 2, 3])
     np.testing.assert_array_equal(out[1], [4, 2])
+
+
+def test_gather_nd_scatter_nd_invert_permutation():
+    p = ph([3, 4, 5])
+    assert kf.gather_nd(p, [[0, 1], [2, 2]]).shape == [2, 5]
+    assert kf.gather_nd(p, kf.placeholder(kf.int32, [None, 3])).shape.as_list() == [None]
+    with pytest.raises(ValueError, match="indices.shape\\[-1\\] must be <= params.rank"):
+        kf.gather_nd(p, [[0, 0, 0, 0]])
+    s = kf.scatter_nd([[1], [1], [3]], [1.0, 2.0, 4.0], [5])
+    assert s.shape == [5]
+    i = kf.placeholder(kf.int32, [None, 2])
+    g = kf.gather_nd(p, i)
+    inv = kf.invert_permutation([2, 0, 1])
+    out = run([s, inv])
+    np.testing.assert_array_equal(out[0], [0, 3, 0, 4, 0])
+    np.testing.assert_array_equal(out[1], [1, 2, 0])
+    with pytest.raises(kf.errors.InvalidArgumentError, match="indices\\[1\\] = \\[3,0\\] does not index"):
+        run(g, {p: np.zeros((3, 4, 5)), i: [[0, 0], [3, 0]]})
+    x = kf.placeholder(kf.int32, [None])
+    with pytest.raises(kf.errors.InvalidArgumentError, match="is not a permutation"):
+        run(kf.invert_permutation(x), {x: [0, 0, 1]})
+
+
+def test_broadcast_gradient_args_values_and_error():
+    from kernflow.core.ops import array_ops
+    a, b = kf.placeholder(kf.int32, [None]), kf.placeholder(kf.int32, [None])
+    r0, r1 = array_ops.broadcast_gradient_args(a, b)
+    out = run([r0, r1], {a: [2, 1, 3], b: [3]})
+    assert out[0].tolist() == [1] and out[1].tolist() == [0, 1]
+    with pytest.raises(kf.errors.InvalidArgumentError, match="Incompatible shapes: \\[2,3\\] vs. \\[4\\]"):
+        run(r0, {a: [2, 3], b: [4]})

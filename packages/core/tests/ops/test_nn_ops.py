@@ -343,6 +343,26 @@ def test_max_pool_grad_routes_to_first_max():
     np.testing.assert_array_equal(_run(g).reshape(2, 2), [[0, 5], [0, 0]])
 
 
+def test_max_pool_grad_grad_shapes_and_errors():
+    from kernflow.core.ops import nn_ops_conv
+    x = kf.placeholder(kf.float32, [None, 5, 4, 2])
+    y = kf.nn.max_pool(x, 2, 2, "SAME")
+    gg = nn_ops_conv.max_pool_grad_grad(x, y, kf.placeholder(kf.float32, [3, None, None, 2]),
+                                        [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    assert gg.op.type == "MaxPoolGradGrad" and gg.op.name == "MaxPoolGradGrad"
+    assert gg.shape.as_list() == [3, 3, 2, 2]
+    with pytest.raises(ValueError, match="orig_output"):
+        nn_ops_conv.max_pool_grad_grad(x, kf.placeholder(kf.float32, [None, 2, 2, 2]), x,
+                                       [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+    xv = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
+    bad = nn_ops_conv.max_pool_grad_grad(
+        kf.placeholder(kf.float32), kf.placeholder(kf.float32), kf.placeholder(kf.float32),
+        [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+    with pytest.raises(errors.InvalidArgumentError, match="MaxPoolGradGrad.*grad has shape"):
+        _run(bad, {bad.op.inputs[0]: xv, bad.op.inputs[1]: np.zeros((1, 2, 2, 1), np.float32),
+                   bad.op.inputs[2]: np.zeros((1, 2, 2, 1), np.float32)})
+
+
 # ------------------------------------------------------------------------------------ top-k
 def test_top_k_ties_shapes_and_errors():
     x = kf.constant([[1.0, 3.0, 3.0, 2.0, 3.0]])

@@ -62,7 +62,7 @@ def get_gradient_function(op):
     Raises:
         LookupError: if the op type has neither a gradient nor a NotDifferentiable mark.
     """
-    op_type = op.graph._gradient_override_map.get(op.type, op.type)
+    op_type = getattr(op, "_gradient_op_type", None) or op.type
     try:
         return _grads[op_type][0]
     except KeyError:

@@ -87,6 +87,8 @@ def apply_op(op_type: str, inputs, attrs=None, name=None, graph=None):
             want = arg.type if arg.type is not None else inferred.get(arg.type_attr)
             converted = []
             for v in vals:
+                if want is None and arg.type_attr and _is_empty_list(v):
+                    want = inferred[arg.type_attr] = _empty_list_dtype(op_def.attrs[arg.type_attr])
                 try:
                     t = _ops.convert_to_tensor(v, dtype=want, as_ref=arg.is_ref)
                 except (TypeError, ValueError) as e:
@@ -118,6 +120,27 @@ def apply_op(op_type: str, inputs, attrs=None, name=None, graph=None):
             else:
                 attrs[a.name] = _coerce_attr(op_def, a, attrs[a.name])
         return graph.create_op(op_type, flat_inputs, name=name, attrs=attrs, op_def=op_def)
+
+
+def _is_empty_list(v) -> bool:
+    return isinstance(v, (list, tuple)) and len(v) == 0
+
+
+def _empty_list_dtype(a):
+    """The type an empty Python list gets for an input of type attr `a` that nothing else fixed.
+
+    As TF: the attr's default type (``Tidx: {int32, int64} = int32``), else, when the attr
+    restricts types to a set without float32 (index attrs such as ``Tindices: {int32, int64}``),
+    the first integer type it allows, else float32 (what converting an empty list gives).
+    """
+    if a.has_default and a.default is not None:
+        return _dtypes.as_dtype(a.default).base_dtype
+    if a.allowed is not None and _dtypes.float32 in a.allowed:
+        return _dtypes.float32
+    for d in a.allowed or ():
+        if d.is_integer:
+            return d
+    return _dtypes.float32
 
 
 def _describe(v) -> str:

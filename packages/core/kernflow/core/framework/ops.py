@@ -174,6 +174,8 @@ class Operation:
         self._control_outputs: list[Operation] = []
         self._id = 0
         self._node_def = None
+        # Set from Graph.gradient_override_map when the op is created (TF semantics).
+        self._gradient_op_type = None
 
     name = property(lambda self: self._name)
     type = property(lambda self: self._type)
@@ -490,6 +492,7 @@ class Graph:
                 groups.extend(c.colocation_groups())
             attrs["_class"] = list(dict.fromkeys(groups))
         op = Operation(self, name, op_def, inputs, dtypes, attrs, ctrl, "")
+        op._gradient_op_type = self._gradient_override_map.get(op_type)
         if colocation:
             op._device = colocation[-1].device
         else:

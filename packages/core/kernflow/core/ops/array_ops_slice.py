@@ -139,6 +139,8 @@ _BAD_INDEX = ("Only integers, slices (`:`), ellipsis (`...`), tf.newaxis (`None`
 def _check_index(idx):
     if isinstance(idx, (numbers.Integral, _ts.Dimension)) and not isinstance(idx, bool):
         return idx.value if isinstance(idx, _ts.Dimension) else int(idx)
+    if isinstance(idx, np.ndarray) and idx.ndim == 0 and idx.dtype.kind in "iu":
+        return int(idx)
     if hasattr(idx, "_as_graph_element") and not isinstance(idx, _ops.Tensor):
         idx = _ops.convert_to_tensor(idx)
     if isinstance(idx, _ops.Tensor):

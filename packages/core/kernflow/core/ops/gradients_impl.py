@@ -152,6 +152,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                     if len(in_grads) != len(op.inputs):
                         raise ValueError(f"Gradient function for {op.type} returned {len(in_grads)} "
                                          f"gradients, expected {len(op.inputs)} (op {op.name})")
+                    if gate_gradients:
+                        in_grads = _gate(in_grads, op)
                     for t, gr in zip(op.inputs, in_grads):
                         base = t.dtype.base_dtype
                         if gr is not None and t.op in between and (base.is_floating or base.is_complex):
@@ -171,6 +173,21 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                 gr = array_ops.zeros_like(x)
             result.append(gr)
         return result
+
+
+def _gate(grads, op):
+    """Makes all of an op's input gradients available together (TF's GATE_OP).
+
+    With reference variables updated in place this is what keeps an update from running before
+    every gradient that reads the variable (e.g. MatMul's dx, which reads w) has been computed.
+    """
+    live = [g for g in grads if isinstance(g, _ops.Tensor)]
+    if len(live) < 2:
+        return grads
+    from kernflow.core.ops import control_flow_ops
+    with _ops.name_scope(None), _ops.name_scope(op.name + "_grad/tuple"):
+        gated = iter(control_flow_ops.tuple(live))
+    return [next(gated) if isinstance(g, _ops.Tensor) else g for g in grads]
 
 
 class _null:

@@ -158,6 +158,29 @@ _UNARY = [  # (op type, allowed T, what y is)
 for _name, _types, _what in _UNARY:
     register_op(_name, inputs=["x: T"], outputs=["y: T"], attrs=[f"T: {{{_types}}}"],
                 shape_fn=common_shapes.unchanged, doc=f"Returns {_what} elementwise.")
+
+
+def _same_shape(op):
+    y, dy = op.inputs[0].shape, op.inputs[1].shape
+    if not y.is_compatible_with(dy):
+        raise ValueError(f"Shapes {y} and {dy} are incompatible: 'y' and 'dy' must have one shape")
+    return [y.merge_with(dy)]
+
+
+# The derivatives of unary ops in terms of their output y, for their gradients (one op each).
+_UNARY_GRADS = [
+    ("TanhGrad", "dy * (1 - y * y)", "tanh"),
+    ("SigmoidGrad", "dy * y * (1 - y)", "sigmoid"),
+    ("SqrtGrad", "dy * 0.5 / y", "sqrt"),
+    ("RsqrtGrad", "dy * -0.5 * y * y * y", "rsqrt"),
+    ("ReciprocalGrad", "-dy * y * y", "reciprocal"),
+]
+for _name, _what, _fn in _UNARY_GRADS:
+    register_op(_name, inputs=["y: T", "dy: T"], outputs=["z: T"],
+                attrs=[f"T: {{{_FLOAT_COMPLEX}}}"],
+                shape_fn=_same_shape,
+                doc=f"The gradient of {_fn}(x) given its output y and the gradient dy of y: z = "
+                    f"{_what} (conj(y) in place of y for complex types).")
 register_op("Conj", inputs=["input: T"], outputs=["output: T"],
             attrs=["T: {complex64, complex128, variant} = complex64"], shape_fn=common_shapes.unchanged,
             doc="Returns the complex conjugate of input elementwise.")

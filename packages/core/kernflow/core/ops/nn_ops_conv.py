@@ -403,6 +403,20 @@ def _max_pool_grad_shape(op):
     return [s]
 
 
+def _max_pool_grad_grad_shape(op):
+    try:
+        x = _rank4(op.inputs[0].shape).merge_with(_rank4(op.inputs[2].shape))
+    except ValueError:
+        raise ValueError(f"grad must have the shape of orig_input, got {op.inputs[2].shape} and "
+                         f"{op.inputs[0].shape}") from None
+    out = _ts.TensorShape(_pool_out(op, x.dims))
+    try:
+        return [out.merge_with(_rank4(op.inputs[1].shape))]
+    except ValueError:
+        raise ValueError(f"orig_output has shape {op.inputs[1].shape}, but pooling orig_input "
+                         f"gives {out}") from None
+
+
 def _avg_pool_grad_shape(op):
     s = _sizes_shape(op, 0)
     _pool_out(op, s.dims)
@@ -425,6 +439,11 @@ register_op("MaxPoolGrad", inputs=["orig_input: T", "orig_output: T", "grad: T"]
             outputs=["output: T"], attrs=_POOL_ATTRS + [_MAX_T], shape_fn=_max_pool_grad_shape,
             doc="MaxPool backprop: each grad entry goes to the first maximum of its window in "
                 "`orig_input`.")
+register_op("MaxPoolGradGrad", inputs=["orig_input: T", "orig_output: T", "grad: T"],
+            outputs=["output: T"], attrs=_POOL_ATTRS + ["T: realnumbertype"],
+            shape_fn=_max_pool_grad_grad_shape,
+            doc="MaxPool second-order backprop: each output entry is the `grad` entry (shaped "
+                "like `orig_input`) at the first maximum of its window in `orig_input`.")
 register_op("AvgPoolGrad", inputs=["orig_input_shape: int32", "grad: T"], outputs=["output: T"],
             attrs=_POOL_ATTRS + ["T: {half, float, double}"], shape_fn=_avg_pool_grad_shape,
             doc="AvgPool backprop: each grad entry is spread evenly over the input elements of "
@@ -497,6 +516,15 @@ def max_pool_grad(orig_input, orig_output, grad, ksize, strides, padding, data_f
     attrs = {"ksize": list(ksize), "strides": list(strides), "padding": padding,
              "data_format": data_format}
     return apply_op("MaxPoolGrad", [orig_input, orig_output, grad], attrs, name=name).outputs[0]
+
+
+def max_pool_grad_grad(orig_input, orig_output, grad, ksize, strides, padding,
+                       data_format="NHWC", name=None):
+    """Builds a `MaxPoolGradGrad` op (the gradient of max_pool_grad with respect to its grad)."""
+    attrs = {"ksize": list(ksize), "strides": list(strides), "padding": padding,
+             "data_format": data_format}
+    return apply_op("MaxPoolGradGrad", [orig_input, orig_output, grad], attrs,
+                    name=name).outputs[0]
 
 
 def avg_pool_grad(orig_input_shape, grad, ksize, strides, padding, data_format="NHWC", name=None):

@@ -134,9 +134,6 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     if keep_prob is not None and rate is not None:
         raise ValueError("Cannot specify both 'rate' and 'keep_prob'")
     if keep_prob is not None:
-        if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:
-            raise ValueError(f"keep_prob must be a scalar tensor or a float in the range (0, 1], "
-                             f"got {keep_prob:g}")
         rate = (1 - keep_prob) if isinstance(keep_prob, numbers.Real) else \
             _math().subtract(1.0, keep_prob)
     if rate is None:

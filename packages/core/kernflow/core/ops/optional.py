@@ -3,7 +3,8 @@
 import importlib
 
 # Modules whose public names become kf.<name>. nn ops live under kf.nn instead.
-FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops")
+FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops",
+            "kernflow.core.ops.init_ops", "kernflow.core.ops.variable_scope")
 
 
 def load_optional_families(namespace: dict) -> None:

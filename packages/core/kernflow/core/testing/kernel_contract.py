@@ -139,25 +139,40 @@ def run_case(case: OpCase, device_type: str = "CPU", config=None) -> None:
         check_gradient(case, device, config)
 
 
-def check_gradient(case: OpCase, device: str, config=None) -> None:
-    """Compares kf.gradients of sum(outputs * random weights) with central differences."""
+def _grad_graph(case: OpCase, device: str, static: bool, weights=None):
+    """Builds loss = sum(outputs * weights) and its gradients w.r.t. the inputs checked."""
     import kernflow.core as kf
-    g, phs, outs = _build(case, device, static=True)
-    rng = np.random.RandomState(0)
+    g, phs, outs = _build(case, device, static=static)
     with g.as_default():
         out_list = [o for o in _as_list(outs) if o.dtype.is_floating]
-        weights = [rng.uniform(0.5, 1.5, size=[d if d is not None else 1 for d in o.shape.as_list()])
-                   .astype(o.dtype.as_numpy_dtype) for o in out_list]
+        if weights is None:
+            rng = np.random.RandomState(0)
+            weights = [rng.uniform(0.5, 1.5, size=[d if d is not None else 1 for d in o.shape.as_list()])
+                       .astype(o.dtype.as_numpy_dtype) for o in out_list]
         loss = kf.add_n([kf.reduce_sum(o * w) for o, w in zip(out_list, weights)])
         idxs = case.grad_inputs if case.grad_inputs is not None else [
             i for i, a in enumerate(case.inputs) if np.asarray(a).dtype.kind == "f"]
         grads = kf.gradients(loss, [phs[i] for i in idxs])
+    return g, phs, loss, idxs, grads, weights
+
+
+def _dense_value(v):
+    return v.dense() if hasattr(v, "dense") else np.asarray(v)
+
+
+def check_gradient(case: OpCase, device: str, config=None) -> None:
+    """Compares kf.gradients of sum(outputs * random weights) with central differences.
+
+    A None gradient must match a zero numeric one. With `dynamic_shapes`, the gradients built from
+    placeholders of unknown shape must also give the same values (the run-time shape paths).
+    """
+    import kernflow.core as kf
+    g, phs, loss, idxs, grads, weights = _grad_graph(case, device, static=True)
     feed = {p: np.asarray(a, dtype=np.asarray(a).dtype) for p, a in zip(phs, case.inputs)}
     with kf.Session(graph=g, config=config) as sess:
         sym = sess.run([gr if gr is not None else loss for gr in grads], feed)
+        sym = [None if gr is None else _dense_value(v) for gr, v in zip(grads, sym)]
         for k, i in enumerate(idxs):
-            if grads[k] is None:
-                continue
             x = np.asarray(case.inputs[i], dtype=np.float64)
             num = np.zeros_like(x)
             flat = x.reshape(-1)
@@ -171,12 +186,28 @@ def check_gradient(case: OpCase, device: str, config=None) -> None:
                     vals.append(float(sess.run(loss, f)))
                 flat[j] = orig
                 num.reshape(-1)[j] = (vals[0] - vals[1]) / (2 * case.delta)
-            s = np.asarray(sym[k], dtype=np.float64)
-            if hasattr(sym[k], "values"):  # IndexedSlices
-                s = sym[k].dense()
+            s = np.zeros_like(num) if sym[k] is None else np.asarray(sym[k], dtype=np.float64)
+            assert s.shape == num.shape, (f"{case.id}: gradient of input {i} has shape {s.shape}, "
+                                          f"the input has shape {num.shape}")
             err = np.max(np.abs(s - num) / (1.0 + np.abs(num))) if num.size else 0.0
             assert err < case.grad_tol, (f"{case.id}: gradient of input {i} differs from finite "
                                          f"differences by {err:.2e}\nsymbolic={s}\nnumeric={num}")
+    if not case.dynamic_shapes:
+        return
+    g2, phs2, _, _, grads2, _ = _grad_graph(case, device, static=False, weights=weights)
+    with kf.Session(graph=g2, config=config) as sess:
+        fetch = [gr for gr in grads2 if gr is not None]
+        dyn = iter(sess.run(fetch, {p: np.asarray(a) for p, a in zip(phs2, case.inputs)}))
+    for k, (gr, i) in enumerate(zip(grads2, idxs)):
+        assert (gr is None) == (grads[k] is None), (
+            f"{case.id}: gradient of input {i} is None with {'unknown' if gr is None else 'static'} "
+            f"input shapes only")
+        if gr is None:
+            continue
+        d = _dense_value(next(dyn))
+        tol = 1e-5 if d.dtype.itemsize < 8 else 1e-9
+        np.testing.assert_allclose(d, sym[k], rtol=tol, atol=tol,
+                                   err_msg=f"{case.id}: gradient of input {i} with unknown shapes")
 
 
 class KernelContractTests:

@@ -75,6 +75,7 @@ class Optimizer:
                 raise ValueError(f"Invalid type {v.dtype.base_dtype.name} for {v.name}, expected: "
                                  f"float32, float64, float16.")
         grads = gradients_impl.gradients(loss, var_list, grad_ys=grad_loss,
+                                         gate_gradients=(gate_gradients == Optimizer.GATE_OP),
                                          colocate_gradients_with_ops=colocate_gradients_with_ops,
                                          aggregation_method=aggregation_method)
         if gate_gradients == Optimizer.GATE_GRAPH:

@@ -96,6 +96,66 @@ def _clip_by_value(t, lo, hi):
     return out
 
 
+def _conj(y):
+    return np.conjugate(y) if y.dtype.kind == "c" else y
+
+
+def _into(ufunc, a, b):
+    """ufunc(a, b), written into `a` when it is a fresh array (a temporary of the kernel)."""
+    return ufunc(a, b, out=a) if isinstance(a, np.ndarray) else ufunc(a, b)
+
+
+def _tanh_grad(y, dy):
+    y = _conj(y)
+    t = np.multiply(y, y)
+    t = np.subtract(1, t, out=t) if isinstance(t, np.ndarray) else 1 - t
+    return _into(np.multiply, t, dy)
+
+
+def _sigmoid_grad(y, dy):
+    y = _conj(y)
+    return _into(np.multiply, _into(np.multiply, np.subtract(1, y), y), dy)
+
+
+def _sqrt_grad(y, dy):
+    return _into(np.divide, np.multiply(dy, dy.dtype.type(0.5)), _conj(y))
+
+
+def _rsqrt_grad(y, dy):
+    y = _conj(y)
+    t = _into(np.multiply, np.multiply(y, y), y)
+    return _into(np.multiply, t, np.multiply(dy, dy.dtype.type(-0.5)))
+
+
+def _reciprocal_grad(y, dy):
+    y = _conj(y)
+    return _into(np.multiply, np.multiply(y, y), np.negative(dy))
+
+
+def _same_shape_grad(op_type, fn):
+    """The kernel of a unary op's gradient op: y and dy must have one shape."""
+    def factory(ctx):
+        name = ctx.name
+
+        def compute(y, dy):
+            if np.shape(y) != np.shape(dy):
+                raise _error(f"{op_type} {name}: y and dy must have the same shape, got "
+                             f"{_dims(y)} and {_dims(dy)}")
+            with np.errstate(all="ignore"):
+                return fn(y, dy)
+        return compute
+    return factory
+
+
+UNARY_GRADS = {
+    "TanhGrad": _tanh_grad,
+    "SigmoidGrad": _sigmoid_grad,
+    "SqrtGrad": _sqrt_grad,
+    "RsqrtGrad": _rsqrt_grad,
+    "ReciprocalGrad": _reciprocal_grad,
+}
+
+
 def _where(x):
     return np.argwhere(x).astype(np.int64, copy=False)
 
@@ -313,6 +373,8 @@ def _reduction(op_type, fn):
 
         def compute(x, axis):
             ax = _axes(axis)
+            if ax == () and isinstance(x, np.ndarray) and x.dtype == dt:
+                return x.view()  # nothing reduced (e.g. a broadcast gradient's empty axes)
             try:
                 return fn(x, ax, kd, dt)
             except np.exceptions.AxisError as e:
@@ -365,6 +427,8 @@ def register(registry, device=DEVICE):
         registry.register_simple(op, device, inexact, constraints={"T": _INEXACT})
         factory = _int_division(op, int_fn) if op in DIVISIONS else (lambda ctx, f=int_fn: f)
         registry.register(op, device, factory, constraints={"T": _INTEGER})
+    for op, fn in UNARY_GRADS.items():
+        registry.register(op, device, _same_shape_grad(op, fn))
     registry.register("Equal", device, _equality(np.equal, False))
     registry.register("NotEqual", device, _equality(np.not_equal, True))
     registry.register("Select", device, _select)

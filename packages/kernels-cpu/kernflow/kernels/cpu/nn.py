@@ -461,6 +461,24 @@ def _avg_pool(ctx):
     return compute
 
 
+def _window_argmax(x, ksize, strides, out, pads):
+    """Per output, the tap (row-major window index) of its maximum, or -1 for none.
+
+    Like TF: the first element strictly above the dtype's lowest finite value wins, so windows
+    holding only -inf (or padding) select nothing.
+    """
+    xp = _pad(x, pads, _lowest(x.dtype))
+    best = np.full(out, np.finfo(x.dtype).min if x.dtype.kind == "f" else
+                   np.iinfo(x.dtype).min, dtype=x.dtype)
+    arg = np.full(out, -1, dtype=np.int32)
+    for t, sl in _taps(ksize, strides, out):
+        v = xp[sl]
+        m = v > best
+        np.copyto(best, v, where=m)
+        arg[m] = t
+    return arg
+
+
 def _max_pool_grad(ctx):
     ksize, strides, padding = _pool_setup(ctx)
 
@@ -472,22 +490,35 @@ def _max_pool_grad(ctx):
                               f"{_shape_str(out)} of orig_input {_shape_str(x.shape)}")
         if any(d == 0 for d in out) or x.size == 0:
             return np.zeros(x.shape, dtype=g.dtype)
-        xp = _pad(x, pads, _lowest(x.dtype))
-        # Like TF: the first element (row-major in the window) strictly above the dtype's
-        # lowest finite value wins; windows with none send no gradient.
-        best = np.full(out, np.finfo(x.dtype).min if x.dtype.kind == "f" else
-                       np.iinfo(x.dtype).min, dtype=x.dtype)
-        arg = np.full(out, -1, dtype=np.int32)
-        for t, sl in _taps(ksize, strides, out):
-            v = xp[sl]
-            m = v > best
-            np.copyto(best, v, where=m)
-            arg[m] = t
-        dxp = np.zeros(xp.shape, dtype=g.dtype)
+        arg = _window_argmax(x, ksize, strides, out, pads)
+        dxp = np.zeros(tuple(d + pb + pa for d, (pb, pa) in zip(x.shape, pads)), dtype=g.dtype)
         zero = g.dtype.type(0)
         for t, sl in _taps(ksize, strides, out):
             dxp[sl] += np.where(arg == t, g, zero)
         return dxp[tuple(slice(pb, pb + d) for (pb, _), d in zip(pads, x.shape))]
+    return compute
+
+
+def _max_pool_grad_grad(ctx):
+    ksize, strides, padding = _pool_setup(ctx)
+
+    def compute(x, y, g):
+        _check_4d(ctx, x, "orig_input")
+        out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
+        if g.shape != x.shape:
+            raise _error(ctx, f"grad has shape {_shape_str(g.shape)}, expected the shape "
+                              f"{_shape_str(x.shape)} of orig_input")
+        if y.shape != out:
+            raise _error(ctx, f"orig_output has shape {_shape_str(y.shape)}, expected the pooled "
+                              f"shape {_shape_str(out)} of orig_input {_shape_str(x.shape)}")
+        res = np.zeros(out, dtype=g.dtype)
+        if any(d == 0 for d in out) or x.size == 0:
+            return res
+        arg = _window_argmax(x, ksize, strides, out, pads)
+        gp = _pad(g, pads)
+        for t, sl in _taps(ksize, strides, out):
+            np.copyto(res, gp[sl], where=arg == t)
+        return res
     return compute
 
 
@@ -598,7 +629,8 @@ def register(registry, device=DEVICE):
         "BiasAddGrad": _bias_add_grad, "SoftmaxCrossEntropyWithLogits": _xent,
         "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent, "TopKV2": _top_k,
         "InTopKV2": _in_top_k, "MaxPool": _max_pool, "AvgPool": _avg_pool,
-        "MaxPoolGrad": _max_pool_grad, "AvgPoolGrad": _avg_pool_grad,
+        "MaxPoolGrad": _max_pool_grad, "MaxPoolGradGrad": _max_pool_grad_grad,
+        "AvgPoolGrad": _avg_pool_grad,
         "FusedBatchNormV3": _fused_bn, "FusedBatchNormGradV3": _fused_bn_grad,
     }
     for op, fn in factories.items():

@@ -4,6 +4,7 @@ References are written independently of the kernels: convolutions and pooling wi
 loops over output positions.
 """
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -103,6 +104,16 @@ _GRAD_CASES = [
     OpCase("LeakyReluGrad", lambda g, f: nn_ops.leaky_relu_grad(g, f, alpha=0.25), [_G64, _X64],
            lambda g, f: np.where(f > 0, g, 0.25 * g)),
 ]
+_GRAD_CASES = [dataclasses.replace(c, grad=True) if c.inputs[0].dtype == np.float64 else c
+               for c in _GRAD_CASES]
+_GRAD_CASES += [
+    OpCase("SoftsignGrad", nn_ops.softsign_grad, [_G64, _X64], lambda g, f: g / (1 + np.abs(f)) ** 2,
+           grad=True, name="float64"),
+    # The backprops of the activations' gradients, composed as a second derivative.
+    OpCase("EluGrad", lambda x: kf.gradients(kf.reduce_sum(kf.square(kf.nn.elu(x))), x)[0], [_X64],
+           lambda x: 2 * _ref_elu(x) * np.where(x > 0, 1, np.exp(np.minimum(x, 0))), grad=True,
+           name="second_order"),
+]
 
 _L = _f(4, 6, scale=2.0)
 _P = _ref_softmax(_f(4, 6))
@@ -155,6 +166,13 @@ _XENT_CASES = [
     OpCase("SparseSoftmaxCrossEntropyWithLogits", lambda f, lab: list(nn_ops._sparse_xent_op(
         f, lab)), [np.zeros((0, 4), np.float32), np.zeros((0,), np.int32)], _ref_sparse,
         name="empty"),
+    OpCase("SoftmaxCrossEntropyWithLogits", lambda f, lab: list(nn_ops._xent_op(f, lab)),
+           [_L, _P], _ref_xent, grad=True, name="both_outputs"),
+    OpCase("SoftmaxCrossEntropyWithLogits", lambda f, lab: list(nn_ops._xent_op(f, lab)),
+           [_L, _P[:1]], _ref_xent, grad=True, dynamic_shapes=False, name="labels_broadcast"),
+    OpCase("SparseSoftmaxCrossEntropyWithLogits", lambda f, lab: list(nn_ops._sparse_xent_op(
+        f, lab)), [_L, np.array([2, 0, 5, 1], np.int32)], _ref_sparse, grad=True,
+        name="both_outputs"),
     OpCase("L2Loss", kf.nn.l2_loss, [_X64], lambda x: np.sum(x * x) / 2, grad=True),
     OpCase("L2Loss", kf.nn.l2_loss, [_X32], lambda x: np.float32(np.sum(x.astype(np.float64) ** 2)
                                                                  / 2), rtol=1e-5),
@@ -169,9 +187,11 @@ _BIAS_CASES = [
     OpCase("BiasAdd", kf.nn.bias_add, [_XI, np.arange(5, dtype=np.int32)], lambda v, b: v + b),
     OpCase("BiasAdd", kf.nn.bias_add, [_f(3, 2, dtype=np.float32), _f(2, dtype=np.float32)],
            lambda v, b: v + b, name="2d"),
-    OpCase("BiasAddGrad", nn_ops.bias_add_grad, [_V4], lambda g: g.sum((0, 1, 2))),
+    OpCase("BiasAddGrad", nn_ops.bias_add_grad, [_V4], lambda g: g.sum((0, 1, 2)), grad=True),
     OpCase("BiasAddGrad", lambda g: nn_ops.bias_add_grad(g, "NCHW"), [_V4],
-           lambda g: g.sum((0, 2, 3)), name="nchw"),
+           lambda g: g.sum((0, 2, 3)), grad=True, name="nchw"),
+    OpCase("BiasAddGrad", lambda g: nn_ops.bias_add_grad(g, "NCHW"), [_f(4, 3)],
+           lambda g: g.sum(0), grad=True, name="nchw_2d"),
     OpCase("BiasAddGrad", nn_ops.bias_add_grad, [_XI], lambda g: g.sum(0).astype(np.int32),
            name="int"),
 ]
@@ -189,6 +209,9 @@ _TIES = np.array([[3, 1, 3, 2, 1], [0, 0, 0, 0, 0]], np.int32)
 _TOPK_CASES = [
     OpCase("TopKV2", lambda x: list(kf.nn.top_k(x, 3)), [_f(2, 3, 7)], lambda x: _ref_top_k(x, 3),
            grad=True, grad_inputs=[0]),
+    OpCase("TopKV2", lambda x: kf.nn.top_k(x, 2)[0],
+           [_r.permutation(20).reshape(4, 5) / 4.0], lambda x: _ref_top_k(x, 2)[0],
+           grad=True, name="2d"),
     OpCase("TopKV2", lambda x: list(kf.nn.top_k(x, 4)), [_TIES], lambda x: _ref_top_k(x, 4),
            name="ties"),
     OpCase("TopKV2", lambda x: list(kf.nn.top_k(x, 5)), [_TIES.astype(np.float32)],
@@ -279,11 +302,11 @@ def _ref_conv_filter(x, sizes, dy, strides, padding, dil=(1, 1)):
 
 
 def _nchw(a):
-    return np.transpose(a, (0, 3, 1, 2))
+    return np.ascontiguousarray(np.transpose(a, (0, 3, 1, 2)))
 
 
 def _nhwc(a):
-    return np.transpose(a, (0, 2, 3, 1))
+    return np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1)))
 
 
 _CX = _f(2, 7, 6, 3)
@@ -294,14 +317,18 @@ _CONV_CASES = [
     OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, [1, 2, 2, 1], "SAME"), [_CX, _CW],
            lambda x, w: _ref_conv(x, w, (2, 2), "SAME"), grad=True, name="same_stride2"),
     OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, [1, 3, 1, 1], "SAME", dilations=[1, 2, 1, 1]),
-           [_CX, _CW], lambda x, w: _ref_conv(x, w, (3, 1), "SAME", (2, 1)), name="dilated"),
+           [_CX, _CW], lambda x, w: _ref_conv(x, w, (3, 1), "SAME", (2, 1)), grad=True,
+           name="dilated"),
+    OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, [1, 2, 1, 1], [[0, 0], [1, 2], [0, 1], [0, 0]]),
+           [_CX, _CW], lambda x, w: _ref_conv(x, w, (2, 1), "EXPLICIT", explicit=((1, 2), (0, 1))),
+           grad=True, name="explicit_f64"),
     OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, 1, [[0, 0], [1, 2], [0, 1], [0, 0]]),
            [_CX.astype(np.float32), _CW.astype(np.float32)],
            lambda x, w: _ref_conv(x, w, (1, 1), "EXPLICIT", explicit=((1, 2), (0, 1))),
            rtol=1e-5, atol=1e-5, name="explicit"),
     OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, [1, 1, 2, 2], "SAME", data_format="NCHW"),
            [_nchw(_CX), _CW], lambda x, w: _nchw(_ref_conv(_nhwc(x), w, (2, 2), "SAME")),
-           name="nchw"),
+           grad=True, name="nchw"),
     OpCase("Conv2D", lambda x, w: kf.nn.conv2d(x, w, 1, "SAME"),
            [_r.randint(-3, 4, (1, 4, 4, 2)).astype(np.int32),
             _r.randint(-3, 4, (2, 2, 2, 3)).astype(np.int32)],
@@ -326,11 +353,12 @@ _CONV_CASES += [
         name="same_stride2"),
     OpCase("Conv2DBackpropInput", lambda s, w, dy: kf.nn.conv2d_backprop_input(
         s, w, dy, [1, 1, 1, 1], "VALID"), [np.array([2, 7, 6, 3], np.int32), _CW, _DY_VALID],
-        lambda s, w, dy: _ref_conv_input(s, w, dy, (1, 1), "VALID"), name="valid_fed_sizes"),
+        lambda s, w, dy: _ref_conv_input(s, w, dy, (1, 1), "VALID"), grad=True,
+        name="valid_fed_sizes"),
     OpCase("Conv2DBackpropInput", lambda w, dy: kf.nn.conv2d_backprop_input(
         [2, 3, 7, 6], w, dy, [1, 1, 2, 2], "SAME", data_format="NCHW"), [_CW, _nchw(_DY_SAME2)],
         lambda w, dy: _nchw(_ref_conv_input((2, 7, 6, 3), w, _nhwc(dy), (2, 2), "SAME")),
-        name="nchw"),
+        grad=True, name="nchw"),
     OpCase("Conv2DBackpropInput", lambda w, dy: kf.nn.conv2d_transpose(
         dy, w, [2, 8, 6, 3], [1, 2, 2, 1], "SAME"),
         [_CW.astype(np.float32), _f(2, 4, 3, 4, dtype=np.float32)],
@@ -339,23 +367,24 @@ _CONV_CASES += [
     OpCase("Conv2DBackpropInput", lambda w, dy: kf.nn.conv2d_backprop_input(
         [1, 7, 6, 3], w, dy, 1, "SAME", dilations=2), [_CW, _f(1, 7, 6, 4)],
         lambda w, dy: _ref_conv_input((1, 7, 6, 3), w, dy, (1, 1), "SAME", (2, 2)),
-        name="dilated"),
+        grad=True, name="dilated"),
     OpCase("Conv2DBackpropFilter", lambda x, dy: kf.nn.conv2d_backprop_filter(
         x, [3, 2, 3, 4], dy, [1, 2, 2, 1], "SAME"), [_CX, _DY_SAME2],
         lambda x, dy: _ref_conv_filter(x, (3, 2, 3, 4), dy, (2, 2), "SAME"), grad=True,
         name="same_stride2"),
     OpCase("Conv2DBackpropFilter", lambda x, s, dy: kf.nn.conv2d_backprop_filter(
         x, s, dy, [1, 1, 1, 1], "VALID"), [_CX, np.array([3, 2, 3, 4], np.int32), _DY_VALID],
-        lambda x, s, dy: _ref_conv_filter(x, s, dy, (1, 1), "VALID"), name="valid_fed_sizes"),
+        lambda x, s, dy: _ref_conv_filter(x, s, dy, (1, 1), "VALID"), grad=True,
+        name="valid_fed_sizes"),
     OpCase("Conv2DBackpropFilter", lambda x, dy: kf.nn.conv2d_backprop_filter(
         x, [3, 2, 3, 4], dy, [1, 1, 2, 2], "SAME", data_format="NCHW"),
         [_nchw(_CX), _nchw(_DY_SAME2)],
         lambda x, dy: _ref_conv_filter(_nhwc(x), (3, 2, 3, 4), _nhwc(dy), (2, 2), "SAME"),
-        name="nchw"),
+        grad=True, name="nchw"),
     OpCase("Conv2DBackpropFilter", lambda x, dy: kf.nn.conv2d_backprop_filter(
         x, [3, 2, 3, 4], dy, 1, "SAME", dilations=[1, 2, 1, 1]), [_CX, _f(2, 7, 6, 4)],
         lambda x, dy: _ref_conv_filter(x, (3, 2, 3, 4), dy, (1, 1), "SAME", (2, 1)),
-        name="dilated"),
+        grad=True, name="dilated"),
 ]
 
 
@@ -391,6 +420,13 @@ def _ref_max_pool_grad(x, g, ksize, strides, padding):
     return dx
 
 
+def _ref_max_pool_grad_grad(x, g, ksize, strides, padding):
+    out = np.zeros(_pool_out_shape(x.shape, ksize, strides, padding), g.dtype)
+    for o, idx in _pool_windows(x.shape, ksize, strides, padding):
+        out[o] = g[max(idx, key=lambda i: (x[i], -idx.index(i)))]
+    return out
+
+
 def _ref_avg_pool_grad(shape, g, ksize, strides, padding):
     dx = np.zeros(tuple(shape), g.dtype)
     for o, idx in _pool_windows(tuple(shape), ksize, strides, padding):
@@ -420,10 +456,11 @@ _POOL_CASES = [
                "SAME", name="neg_inf"),
     _pool_case("MaxPool", kf.nn.max_pool, np.zeros((0, 4, 4, 2), np.float32), *_K2, "VALID",
                name="empty"),
-    _pool_case("MaxPool", kf.nn.max_pool, _PX, [1, 1, 1, 3], [1, 1, 1, 3], "VALID", name="depth"),
+    _pool_case("MaxPool", kf.nn.max_pool, _PX, [1, 1, 1, 3], [1, 1, 1, 3], "VALID", grad=True,
+               name="depth"),
     OpCase("MaxPool", lambda v: kf.nn.max_pool(v, 2, 2, "SAME", data_format="NCHW"),
            [_nchw(_PX)], lambda v: _nchw(_ref_pool(_nhwc(v), [1, 2, 2, 1], [1, 2, 2, 1],
-                                                   "SAME", np.max)), name="nchw"),
+                                                   "SAME", np.max)), grad=True, name="nchw"),
     _pool_case("AvgPool", kf.nn.avg_pool, _PX, *_K2, "VALID", grad=True, name="valid"),
     _pool_case("AvgPool", kf.nn.avg_pool, _PX, *_K3S2, "SAME", grad=True, name="same"),
     _pool_case("AvgPool", kf.nn.avg_pool, _PX.astype(np.float32), [1, 3, 2, 1], [1, 1, 1, 1],
@@ -432,7 +469,7 @@ _POOL_CASES = [
                atol=2e-3, name="f16"),
     OpCase("AvgPool", lambda v: kf.nn.avg_pool(v, [3, 3], [2, 2], "SAME", data_format="NCHW"),
            [_nchw(_PX)], lambda v: _nchw(_ref_pool(_nhwc(v), [1, 3, 3, 1], [1, 2, 2, 1], "SAME",
-                                                   np.mean)), name="nchw"),
+                                                   np.mean)), grad=True, name="nchw"),
 ]
 
 _T = _PX.copy()
@@ -440,7 +477,11 @@ _T[0, 0, 0, 0] = _T[0, 0, 1, 0] = _T[0, 1, 0, 0] = 100.0  # ties: the first one 
 _POOL_CASES += [
     OpCase("MaxPoolGrad", lambda x, g: nn_ops_conv.max_pool_grad(
         x, kf.nn.max_pool(x, *_K3S2, "SAME"), g, *_K3S2, "SAME"), [_T, _f(2, 4, 3, 3)],
-        lambda x, g: _ref_max_pool_grad(x, g, *_K3S2, "SAME"), name="same_ties"),
+        lambda x, g: _ref_max_pool_grad(x, g, *_K3S2, "SAME"), grad=True, grad_inputs=[1],
+        name="same_ties"),
+    OpCase("MaxPoolGrad", lambda x, g: nn_ops_conv.max_pool_grad(
+        x, kf.nn.max_pool(x, *_K2, "VALID"), g, *_K2, "VALID"), [_PX, _f(2, 3, 3, 3)],
+        lambda x, g: _ref_max_pool_grad(x, g, *_K2, "VALID"), grad=True, name="valid_f64"),
     OpCase("MaxPoolGrad", lambda x, g: nn_ops_conv.max_pool_grad(
         x, kf.nn.max_pool(x, *_K2, "VALID"), g, *_K2, "VALID"),
         [_PX.astype(np.float32), _f(2, 3, 3, 3, dtype=np.float32)],
@@ -450,9 +491,35 @@ _POOL_CASES += [
         [_XI.reshape(1, 4, 5, 1), _r.randint(0, 5, (1, 4, 5, 1)).astype(np.int32)],
         lambda x, g: _ref_max_pool_grad(x, g, [1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
         name="overlap_int"),
+    OpCase("MaxPoolGradGrad", lambda x, g: nn_ops_conv.max_pool_grad_grad(
+        x, kf.nn.max_pool(x, *_K3S2, "SAME"), g, *_K3S2, "SAME"), [_T, _f(2, 7, 6, 3)],
+        lambda x, g: _ref_max_pool_grad_grad(x, g, *_K3S2, "SAME"), grad=True, grad_inputs=[1],
+        name="same_ties"),
+    OpCase("MaxPoolGradGrad", lambda x, g: nn_ops_conv.max_pool_grad_grad(
+        x, kf.nn.max_pool(x, *_K2, "VALID"), g, *_K2, "VALID"), [_PX, _f(2, 7, 6, 3)],
+        lambda x, g: _ref_max_pool_grad_grad(x, g, *_K2, "VALID"), grad=True, name="valid"),
+    OpCase("MaxPoolGradGrad", lambda x, g: nn_ops_conv.max_pool_grad_grad(
+        x, kf.nn.max_pool(x, 2, 1, "SAME", data_format="NCHW"), g, [1, 1, 2, 2], [1, 1, 1, 1],
+        "SAME", data_format="NCHW"), [_nchw(_PX).astype(np.float32), _f(2, 3, 7, 6, dtype=np.float32)],
+        lambda x, g: _nchw(_ref_max_pool_grad_grad(_nhwc(x), _nhwc(g), [1, 2, 2, 1],
+                                                   [1, 1, 1, 1], "SAME")), name="nchw_f32"),
+    OpCase("MaxPoolGradGrad", lambda x, g: nn_ops_conv.max_pool_grad_grad(
+        x, kf.nn.max_pool(x, [1, 2, 2, 1], 1, "SAME"), g, [1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
+        [_XI.reshape(1, 4, 5, 1), _r.randint(0, 5, (1, 4, 5, 1)).astype(np.int32)],
+        lambda x, g: _ref_max_pool_grad_grad(x, g, [1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
+        name="overlap_int"),
+    OpCase("MaxPoolGradGrad", lambda x, g: nn_ops_conv.max_pool_grad_grad(
+        x, kf.nn.max_pool(x, *_K2, "VALID"), g, *_K2, "VALID"),
+        [np.zeros((0, 4, 4, 2), np.float32), np.zeros((0, 4, 4, 2), np.float32)],
+        lambda x, g: np.zeros((0, 2, 2, 2), np.float32), name="empty"),
     OpCase("AvgPoolGrad", lambda g: nn_ops_conv.avg_pool_grad(
         [2, 7, 6, 3], g, *_K3S2, "SAME"), [_f(2, 4, 3, 3)],
         lambda g: _ref_avg_pool_grad((2, 7, 6, 3), g, *_K3S2, "SAME"), grad=True, name="same"),
+    OpCase("AvgPoolGrad", lambda g: nn_ops_conv.avg_pool_grad(
+        [2, 3, 7, 6], g, [1, 1, 2, 3], [1, 1, 2, 2], "VALID", data_format="NCHW"),
+        [_f(2, 3, 3, 2)], lambda g: _nchw(_ref_avg_pool_grad(
+            (2, 7, 6, 3), _nhwc(g), [1, 2, 3, 1], [1, 2, 2, 1], "VALID")), grad=True,
+        name="nchw"),
     OpCase("AvgPoolGrad", lambda s, g: nn_ops_conv.avg_pool_grad(
         s, g, *_K2, "VALID"), [np.array([2, 7, 6, 3], np.int32), _f(2, 3, 3, 3, dtype=np.float32)],
         lambda s, g: _ref_avg_pool_grad(s, g, *_K2, "VALID"), name="valid_fed_shape"),
@@ -524,6 +591,14 @@ _BN_CASES = [
         x, s, o, m, v, is_training=False, data_format="NCHW")), [_nchw(_BX), _BS, _BO, _BM, _BV],
         lambda x, s, o, m, v: _ref_bn(x, s, o, m, v, 0.001, False, nchw=True)[:3], rtol=1e-4,
         atol=1e-5, name="inference_nchw"),
+    OpCase("FusedBatchNormV3", lambda x, s, o, m, v: kf.nn.fused_batch_norm(
+        x, s, o, m, v, is_training=False)[0], [_BX, _BS, _BO, _BM, _BV],
+        lambda x, s, o, m, v: _ref_bn(x, s, o, m, v, 0.001, False)[0], rtol=1e-4, atol=1e-5,
+        grad=True, grad_inputs=[0, 1, 2], delta=1e-2, grad_tol=5e-3, name="inference_grad"),
+    OpCase("FusedBatchNormV3", lambda x, s, o: nn_ops_norm.fused_batch_norm(
+        x, s, o, epsilon=0.01, data_format="NCHW")[0], [_nchw(_BX), _BS, _BO],
+        lambda x, s, o: _ref_bn(x, s, o, None, None, 0.01, True, nchw=True)[0], rtol=1e-3,
+        atol=1e-3, grad=True, delta=1e-2, grad_tol=5e-3, name="training_nchw_grad"),
     OpCase("FusedBatchNormV3", lambda x, s, o, m, v: list(kf.nn.fused_batch_norm(
         x, s, o, m, v)), [_BX.astype(np.float16), _BS, _BO, _NONE, _NONE],
         lambda x, s, o, m, v: _ref_bn(x, s, o, m, v, 0.001, True)[:3], rtol=5e-3, atol=5e-3,
@@ -541,6 +616,49 @@ _BN_CASES += [
         dy, x, s, m, v, m, epsilon=0.01, is_training=False)), [_BDY, _BX, _BS, _BM, _BV],
         lambda dy, x, s, m, v: _ref_bn_grad(dy, x, s, m, v, 0.01, False), rtol=1e-3, atol=1e-3,
         name="inference"),
+]
+
+
+def _bn_grad_of_batch(dy, x, s, fmt="NHWC", outputs=(0, 1, 2)):
+    """FusedBatchNormGradV3 fed the reserve spaces FusedBatchNormV3 computes from x (training),
+    so that finite differences in x move the batch statistics too."""
+    zeros = kf.zeros_like(s)
+    fwd = nn_ops_norm.fused_batch_norm(x, s, zeros, epsilon=0.01, data_format=fmt)[0].op
+    out = nn_ops_norm.fused_batch_norm_grad(dy, x, s, *fwd.outputs[3:6], epsilon=0.01,
+                                            data_format=fmt)
+    return [out[i] for i in outputs]
+
+
+def _ref_bn_grad_of_batch(dy, x, s, nchw=False, outputs=(0, 1, 2)):
+    if nchw:
+        dy, x = _nhwc(dy), _nhwc(x)
+    out = _ref_bn_grad(dy, x, s, None, None, 0.01, True)
+    if nchw:
+        out[0] = _nchw(out[0])
+    return [out[i] for i in outputs]
+
+
+_BN_CASES += [
+    OpCase("FusedBatchNormGradV3", _bn_grad_of_batch, [_BDY, _BX, _BS], _ref_bn_grad_of_batch,
+           rtol=1e-3, atol=1e-3, grad=True, delta=1e-2, grad_tol=5e-3, name="training_grad"),
+    OpCase("FusedBatchNormGradV3", lambda dy, x, s: _bn_grad_of_batch(dy, x, s, "NCHW", (0,)),
+           [_nchw(_BDY), _nchw(_BX), _BS],
+           lambda dy, x, s: _ref_bn_grad_of_batch(dy, x, s, True, (0,)), rtol=1e-3, atol=1e-3,
+           grad=True, delta=1e-2, grad_tol=5e-3, name="training_nchw_dx_grad"),
+    OpCase("FusedBatchNormGradV3", lambda dy, x, s: _bn_grad_of_batch(dy, x, s, outputs=(1, 2)),
+           [_BDY, _BX, _BS], lambda dy, x, s: _ref_bn_grad_of_batch(dy, x, s, outputs=(1, 2)),
+           rtol=1e-3, atol=1e-3, grad=True, delta=1e-2, grad_tol=5e-3,
+           name="training_scale_offset_grad"),
+    OpCase("FusedBatchNormGradV3", lambda dy, x, s, m, v: list(nn_ops_norm.fused_batch_norm_grad(
+        dy, x, s, m, v, m, epsilon=0.01, is_training=False)), [_BDY, _BX, _BS, _BM, _BV],
+        lambda dy, x, s, m, v: _ref_bn_grad(dy, x, s, m, v, 0.01, False), rtol=1e-3, atol=1e-3,
+        grad=True, grad_inputs=[0, 1, 2], delta=1e-2, grad_tol=5e-3, name="inference_grad"),
+    OpCase("FusedBatchNormGradV3", lambda dy, x, s, m, v: list(nn_ops_norm.fused_batch_norm_grad(
+        dy, x, s, m, v, m, epsilon=0.01, is_training=False, data_format="NCHW")),
+        [_nchw(_BDY), _nchw(_BX), _BS, _BM, _BV],
+        lambda dy, x, s, m, v: [_nchw(g) if i == 0 else g for i, g in enumerate(_ref_bn_grad(
+            _nhwc(dy), _nhwc(x), s, m, v, 0.01, False))], rtol=1e-3, atol=1e-3,
+        grad=True, grad_inputs=[0, 1, 2], delta=1e-2, grad_tol=5e-3, name="inference_nchw_grad"),
 ]
 
 CASES = (_ACT_CASES + _GRAD_CASES + _SOFTMAX_CASES + _XENT_CASES + _BIAS_CASES + _TOPK_CASES
