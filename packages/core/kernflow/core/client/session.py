@@ -287,8 +287,11 @@ class BaseSession:
         targets = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Operation))
         is_tensor = [isinstance(el, _ops.Tensor) for el in mapper.elements]
         impl = self._impl
+        session = self  # the callable keeps its session alive (closing it would break the callable)
 
         def call(*args, options=None, run_metadata=None):
+            if session._closed:
+                raise RuntimeError("Attempted to use a closed Session.")
             if len(args) != len(feeds):
                 raise TypeError(f"callable expects {len(feeds)} feed values, got {len(args)}")
             vals = [_check_feed(t, a) for t, a in zip(feeds, args)]

@@ -152,6 +152,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                     if len(in_grads) != len(op.inputs):
                         raise ValueError(f"Gradient function for {op.type} returned {len(in_grads)} "
                                          f"gradients, expected {len(op.inputs)} (op {op.name})")
+                    # Gradients of inputs on no path to an x are never used: drop them before
+                    # gating, so the step prunes their computation (e.g. MatMul's dx for a feed).
+                    in_grads = [gr if t.op in between else None for t, gr in zip(op.inputs, in_grads)]
                     if gate_gradients:
                         in_grads = _gate(in_grads, op)
                     for t, gr in zip(op.inputs, in_grads):

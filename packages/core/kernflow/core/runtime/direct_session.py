@@ -63,7 +63,7 @@ class _Step:
         self.client = client_index
         self.partition_graphs = partition_graphs
         single = len(plans) == 1 and plans[0].straight_line is not None
-        self.fast = plans[0].straight_line if single else None
+        self.fast = plans[0].run_sync if single else None
 
 
 class DirectSession:

@@ -55,6 +55,8 @@ _plan_ids = itertools.count()
 # Release each intermediate after its last consumer (the default). Benchmarks turn it off to
 # measure what keeping every tensor to the end of the step would cost.
 RELEASE_INTERMEDIATES = True
+# Steps per strategy before a plan that could run kernels in parallel picks the faster strategy.
+_TRIALS = 5
 
 
 def node_attrs(nd, op_def) -> dict:
@@ -191,26 +193,51 @@ class ExecutorPlan:
         self._init_refs = refs
         self._init_pending = [n.num_pending for n in nodes]
         self._roots = [n.id for n in nodes if self._init_pending[n.id] == 0]
-        use_dataflow = force_dataflow or any(n.is_async for n in nodes) or (
-            pool is not None and pool.num_threads > 1 and _has_parallel_expensive(nodes))
+        use_dataflow = force_dataflow or any(n.is_async for n in nodes)
         self.straight_line = None if use_dataflow else _compile_straight_line(self)
+        # Independent kernels that may be expensive could run in parallel on the pool. Whether that
+        # beats the straight line (numpy's BLAS already uses every core) is measured, not assumed.
+        self._parallel = (self.straight_line is not None and pool is not None and
+                          pool.num_threads > 1 and _has_parallel_expensive(nodes))
+        self._trials: dict[str, list] = {"straight": [], "dataflow": []}
+        # Kernels registered as always expensive (expensive=True) are taken at their word;
+        # size-dependent ones (expensive=fn) are measured.
+        self._choice = ("straight" if not self._parallel else
+                        "dataflow" if _has_parallel_expensive(nodes, static_only=True) else None)
 
-    def run(self, args, ctx: StepContext, done=None):
-        """Runs the partition with feed values `args`.
+    def run_sync(self, args, ctx: StepContext):
+        """Runs a partition that has no asynchronous kernels on the calling thread; returns fetches.
 
-        Straight-line plans run on the calling thread and return the fetched values. Dataflow
-        plans return a `DataflowState`; call `wait()` on it (or pass `done(state)`).
+        When parallel dataflow execution is possible, the first steps try both strategies and
+        the faster one (median of `_TRIALS` steps each) is kept.
         """
-        if self.straight_line is not None:
+        choice = self._choice
+        if choice == "straight":
             return self.straight_line(args, ctx)
-        st = DataflowState(self, args, ctx, done)
+        if choice is None:
+            t = self._trials
+            choice = "straight" if len(t["straight"]) <= len(t["dataflow"]) else "dataflow"
+            t0 = time.perf_counter()
+            out = self._run_one(choice, args, ctx)
+            t[choice].append(time.perf_counter() - t0)
+            if min(len(t["straight"]), len(t["dataflow"])) >= _TRIALS:
+                med = {k: sorted(v)[len(v) // 2] for k, v in t.items()}
+                self._choice = min(med, key=med.get)
+            return out
+        return self._run_one(choice, args, ctx)
+
+    def _run_one(self, choice, args, ctx):
+        if choice == "straight":
+            return self.straight_line(args, ctx)
+        st = DataflowState(self, args, ctx)
         st.start()
-        return st
+        st.wait()
+        return st.results()
 
 
-def _has_parallel_expensive(nodes) -> bool:
+def _has_parallel_expensive(nodes, static_only: bool = False) -> bool:
     """True if two nodes with possibly expensive kernels are independent (neither precedes the other)."""
-    exp = [n.id for n in nodes if n.expensive]
+    exp = [n.id for n in nodes if (n.expensive is True if static_only else n.expensive)]
     if len(exp) < 2:
         return False
     anc = [0] * len(nodes)
