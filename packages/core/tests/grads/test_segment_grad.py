@@ -141,7 +141,8 @@ def test_unsorted_segment_prod_with_zeros_and_negative_ids():
     (kf.segment_max, [0, 0, 0, 1, 1]),
     (lambda x, i: kf.unsorted_segment_prod(x, i, 4), [3, -1, 0, 3, 3]),
     (lambda x, i: kf.unsorted_segment_min(x, i, 4), [3, 1, 0, 2, -1]),
-    (lambda x, i: kf.unsorted_segment_max(x, i, 2), [[1, -1, 0], [1, 1, 0], [0, 0, -1], [1, 0, 0], [1, 1, 1]]),
+    (lambda x, i: kf.unsorted_segment_max(x, i, 2),
+     [[1, -1, 0], [1, 1, 0], [0, 0, -1], [1, 0, 0], [1, 1, 1]]),
 ])
 def test_gradients_match_finite_differences(fn, ids):
     data = _r.uniform(0.5, 2.0, size=(5, 3)) * np.where(_r.rand(5, 3) < 0.5, -1, 1)

@@ -48,7 +48,8 @@ class IndexedSlices:
         return IndexedSlices(math_ops.negative(self._values), self._indices, self._dense_shape)
 
     def __repr__(self):
-        return f"IndexedSlices(indices={self._indices}, values={self._values}, dense_shape={self._dense_shape})"
+        return (f"IndexedSlices(indices={self._indices}, values={self._values}, "
+                f"dense_shape={self._dense_shape})")
 
 
 class IndexedSlicesValue:

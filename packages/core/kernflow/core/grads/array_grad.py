@@ -56,17 +56,12 @@ def reshape_like(grad, t):
     s = t.shape
     if s.is_fully_defined() and grad.shape.is_fully_defined() and grad.shape.as_list() == s.as_list():
         return grad
-    if s.rank is not None and sum(d is None for d in s.dims) <= 1 and 0 not in s.dims:
+    if s.is_fully_defined() or (s.rank is not None and s.dims.count(None) == 1 and 0 not in s.dims):
         out = array_ops.reshape(grad, [-1 if d is None else d for d in s.dims])
     else:
         out = array_ops.reshape(grad, array_ops.shape_internal(t, optimize=False))
     out.set_shape(s)
     return out
-
-
-def _const_int(t):
-    """The static int value of scalar tensor t (None when unknown)."""
-    return partial_scalar(t)
 
 
 def _const_ints(t):
@@ -77,7 +72,7 @@ def _const_ints(t):
 
 def _norm_axis(axis_t, rank):
     """A non-negative static axis, or None when the axis or a needed rank is unknown."""
-    a = _const_int(axis_t)
+    a = partial_scalar(axis_t)
     if a is None:
         return None
     if a < 0:
@@ -323,7 +318,7 @@ def _tile_grad(op, grad):
             mult = [1] + mult[1:]
         if all(m == 1 for m in mult):
             return [reshape_like(grad, x), None]
-        if sum(d is None for d in dims) <= 1 and 0 not in dims:
+        if None not in dims or (dims.count(None) == 1 and 0 not in dims):
             split_shape, axes = [], []
             for m, d in zip(mult, dims):
                 if m != 1:

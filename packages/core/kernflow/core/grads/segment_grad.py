@@ -9,6 +9,7 @@ rows get a zero gradient. Segment ids and num_segments have none.
 from __future__ import annotations
 
 from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.framework import tensor_util
 from kernflow.core.framework.gradient_registry import RegisterGradient
 from kernflow.core.grads.array_grad import dense
 from kernflow.core.ops import array_ops
@@ -91,12 +92,18 @@ def _segment_prod_grad(op, grad):
 def _gather_drop_negatives(params, ids, clipped=None, is_positive=None):
     """params gathered at ids, with zero rows where the id is negative.
 
-    Returns (gathered, clipped ids, is_positive shaped to broadcast against the gathered rows).
+    Returns (gathered, clipped ids, is_positive shaped to broadcast against the gathered rows);
+    is_positive is None when the ids are constants without negatives.
     """
     if clipped is None:
+        v = tensor_util.constant_value(ids)
+        if v is not None and (v.size == 0 or v.min() >= 0):
+            return array_ops.gather(params, ids), ids, None  # no negative ids: nothing to drop
         clipped = math_ops.maximum(ids, array_ops.zeros([], ids.dtype.base_dtype))
     gathered = array_ops.gather(params, clipped)
     if is_positive is None:
+        if clipped is ids:
+            return gathered, ids, None
         is_positive = math_ops.greater_equal(ids, array_ops.zeros([], ids.dtype.base_dtype))
         is_positive = _as_rows(is_positive, gathered, ids)
     zero = array_ops.zeros([], gathered.dtype.base_dtype)
@@ -113,7 +120,9 @@ def _unsorted_segment_min_or_max_grad(op, grad):
     data, ids, num = op.inputs
     dt = grad.dtype.base_dtype
     gathered_out, clipped, is_positive = _gather_drop_negatives(op.outputs[0], ids)
-    is_selected = math_ops.logical_and(math_ops.equal(data, gathered_out), is_positive)
+    is_selected = math_ops.equal(data, gathered_out)
+    if is_positive is not None:
+        is_selected = math_ops.logical_and(is_selected, is_positive)
     num_selected = segment_ops.unsorted_segment_sum(math_ops.cast(is_selected, dt), ids, num)
     weighted = math_ops.realdiv(grad, num_selected)
     gathered, _, _ = _gather_drop_negatives(weighted, ids, clipped, is_positive)
@@ -135,8 +144,7 @@ def _unsorted_segment_prod_grad(op, grad):
     grad = math_ops.where_v2(math_ops.greater(num_zeros, 1), array_ops.zeros([], dt), grad)
     non_zero = math_ops.where_v2(is_zero, array_ops.ones([], dt), data)
     non_zero_prod = segment_ops.unsorted_segment_prod(non_zero, ids, num)
-    clipped = math_ops.maximum(ids, array_ops.zeros([], ids.dtype.base_dtype))
+    gathered, clipped, _ = _gather_drop_negatives(grad, ids)
     by_el = math_ops.realdiv(array_ops.gather(op.outputs[0], clipped), non_zero)
     partial = math_ops.where_v2(is_zero, array_ops.gather(non_zero_prod, clipped), by_el)
-    gathered = _gather_drop_negatives(grad, ids, clipped)[0]
     return [gathered * partial, None, None]

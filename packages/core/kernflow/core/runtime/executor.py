@@ -324,6 +324,8 @@ def _compile_straight_line(plan: ExecutorPlan):
             raise _node_error(e, node) from e
 
     run.source = src
+    run.namespace = g
+    run.line_nodes = line_node
     return run
 
 

@@ -84,6 +84,11 @@ class ResourceMgr:
     def lookup_or_create(self, container: str, name: str, create):
         """Returns the resource, creating it with `create()` if absent."""
         c = container or self.default_container
+        res = self._containers.get(c)
+        if res is not None:  # the hot path: a dict read is atomic, no lock needed
+            r = res.get(name)
+            if r is not None:
+                return r
         with self._lock:
             res = self._containers.setdefault(c, {})
             r = res.get(name)

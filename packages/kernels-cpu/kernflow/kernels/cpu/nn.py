@@ -148,12 +148,15 @@ def _sparse_xent(ctx):
             v = labels[np.argmax(bad)]
             raise _error(ctx, f"Received a label value of {v} which is outside the valid range of "
                               f"[0, {c}).  Label values: {' '.join(map(str, labels.tolist()))}")
-        logp = _log_softmax(features)
+        # One exp: backprop = softmax - onehot, loss = log(sum(exp(s))) - s[label].
+        s = _shifted(features)
+        backprop = np.exp(s)
+        total = np.add.reduce(backprop, axis=-1)
         rows = np.arange(n)
-        loss = -logp[rows, labels]
-        backprop = np.exp(logp)
+        loss = np.log(total) - s[rows, labels]
+        backprop /= total[:, None]
         backprop[rows, labels] -= features.dtype.type(1)
-        return loss, backprop
+        return loss.astype(features.dtype, copy=False), backprop
     return compute
 
 

@@ -15,7 +15,8 @@ def _variable(ctx):
     name = ctx.get_attr("shared_name") or ctx.name
     dtype, shape = ctx.get_attr("dtype"), ctx.get_attr("shape")
     rm = ctx.resource_mgr
-    return lambda: rm.lookup_or_create(container, name, lambda: Var(name, dtype, shape))
+    make = lambda: Var(name, dtype, shape)  # noqa: E731
+    return lambda: rm.lookup_or_create(container, name, make)
 
 
 def _locked(use_locking, fn):

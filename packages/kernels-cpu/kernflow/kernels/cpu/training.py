@@ -87,7 +87,29 @@ def _check_shape(op, name, var, grad):
                                           f"shape: {list(var.shape)} vs {list(grad.shape)}")
 
 
+def _dense_gd(ctx):
+    """ApplyGradientDescent's hot path: var -= alpha * delta, in place."""
+    locking, name, op = ctx.get_attr("use_locking"), ctx.name, ctx.op_type
+    dtype = ctx.output_dtypes[0].as_numpy_dtype
+
+    def compute(var, alpha, delta):
+        buf = var.read()
+        if delta.shape != buf.shape:
+            _check_shape(op, name, buf, np.asarray(delta))
+        step = np.multiply(delta, dtype(alpha), dtype=dtype)
+        if locking:
+            with var.lock:
+                np.subtract(buf, step, out=buf)
+        else:
+            np.subtract(buf, step, out=buf)
+        return var
+    return compute
+
+
 def _dense(op_name, nslots, make_rule):
+    if op_name == "GradientDescent":
+        return _dense_gd
+
     def factory(ctx):
         rule = make_rule(ctx)
         locking = ctx.get_attr("use_locking")
