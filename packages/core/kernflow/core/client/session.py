@@ -56,6 +56,11 @@ class _FetchMapper:
             if isinstance(f, collections.defaultdict):
                 return lambda vals: collections.defaultdict(f.default_factory, ((k, s(vals)) for k, s in items))
             return lambda vals: cls((k, s(vals)) for k, s in items)
+        from kernflow.core.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
+        if isinstance(f, IndexedSlices):  # fetched as (values, indices, dense_shape), as TF does
+            parts = [self._plan(graph, x) if x is not None else (lambda vals: None)
+                     for x in (f.values, f.indices, f.dense_shape)]
+            return lambda vals: IndexedSlicesValue(*[p(vals) for p in parts])
         try:
             el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
         except TypeError as e:
