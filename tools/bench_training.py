@@ -203,18 +203,23 @@ def main(argv=None):
     res = {"workload": "digits MLP 64-128-128-10 SGD step", "results": {}}
     for batch in args.batches:
         data = _data(batch)
-        row = {}
-        row["numpy_floor_us"] = _time_steps(numpy_step_fn(), data, args.steps, args.repeats) * 1e6
         kstep, sess = kernflow_step_fn()
-        row["kernflow_us"] = _time_steps(kstep, data, args.steps, args.repeats) * 1e6
-        sess.close()
+        contenders = {"numpy_floor": numpy_step_fn(), "kernflow": kstep}
         for name, make in (("tensorflow", tensorflow_step_fn), ("pytorch", torch_step_fn)):
             fn = make()
             if fn is not None:
-                row[f"{name}_us"] = _time_steps(fn, data, args.steps, args.repeats) * 1e6
-        for k in list(row):
-            if k != "numpy_floor_us":
-                row[k.replace("_us", "_ratio")] = round(row[k] / row["numpy_floor_us"], 3)
+                contenders[name] = fn
+        # Interleaved: each repeat times every contender back to back, so load on this shared
+        # machine hits them alike; ratios are taken per repeat and their median reported.
+        times = {k: [] for k in contenders}
+        for _ in range(args.repeats):
+            for k, fn in contenders.items():
+                times[k].append(_time_steps(fn, data, args.steps, 1))
+        sess.close()
+        row = {f"{k}_us": statistics.median(v) * 1e6 for k, v in times.items()}
+        for k in contenders:
+            if k != "numpy_floor":
+                row[f"{k}_ratio"] = statistics.median(a / b for a, b in zip(times[k], times["numpy_floor"]))
         res["results"][f"batch_{batch}"] = {k: round(v, 3) for k, v in row.items()}
     if not args.skip_memory:
         keep, free = peak_memory(False), peak_memory(True)

@@ -511,7 +511,13 @@ def _mean_grad(op, grad):
         if axes is not None and all(x.shape.dims[a] is not None for a in axes):
             factor = _static_prod([x.shape.dims[a] for a in axes])  # e.g. axis 1 of [None, 10]
     if factor is None:
-        factor = math_ops.floordiv(array_ops.size(x), math_ops.maximum(array_ops.size(y), 1))
+        n_y = y.shape.num_elements() if y.shape.is_fully_defined() else None
+        if n_y is not None and n_y <= 1:   # a full reduction: the factor is size(x)
+            factor = array_ops.size(x)
+        elif n_y is not None:
+            factor = math_ops.floordiv(array_ops.size(x), n_y)
+        else:
+            factor = math_ops.floordiv(array_ops.size(x), math_ops.maximum(array_ops.size(y), 1))
         grad = math_ops.realdiv(grad, math_ops.cast(factor, grad.dtype.base_dtype))
     elif factor != 1:
         grad = math_ops.realdiv(grad, array_ops.constant(factor, dtype=grad.dtype.base_dtype))

@@ -51,6 +51,13 @@ class KernelDef:
     needs_ctx: bool = False
     # Input/output arg names kept in host memory on accelerator devices.
     host_memory: tuple = ()
+    # Buffer forwarding (TF's forward_input_or_allocate_output): `fresh` kernels always return
+    # newly allocated outputs; `inplace(ctx)` builds a compute that may write its result into input
+    # 0's buffer (falling back to allocating); `forwards` kernels return input 0 itself (Identity).
+    # The executor uses `inplace` only when input 0 is a fresh buffer nothing else reads later.
+    fresh: bool = False
+    inplace: Callable | None = None
+    forwards: bool = False
 
     def matches(self, attrs: dict) -> bool:
         for attr, allowed in self.constraints.items():
@@ -73,7 +80,8 @@ class KernelRegistry:
         self._kernels: dict[tuple[str, str], list[KernelDef]] = {}
 
     def register(self, op_type: str, device_type: str, factory: Callable, *, constraints=None,
-                 expensive=False, is_async=False, needs_ctx=False, host_memory=(), site=None) -> KernelDef:
+                 expensive=False, is_async=False, needs_ctx=False, host_memory=(), site=None,
+                 fresh=False, inplace=None, forwards=False) -> KernelDef:
         """Registers a kernel factory. See `KernelDef` for the calling conventions.
 
         Args:
@@ -85,7 +93,7 @@ class KernelRegistry:
         from kernflow.core.framework import dtypes
         cons = {k: tuple(dtypes.as_dtype(t) for t in v) for k, v in (constraints or {}).items()}
         kd = KernelDef(op_type, device_type.upper(), factory, cons, site or call_site(), expensive,
-                       is_async, needs_ctx, tuple(host_memory))
+                       is_async, needs_ctx, tuple(host_memory), fresh, inplace, forwards)
         with self._lock:
             lst = self._kernels.setdefault((op_type, kd.device_type), [])
             for old in lst:
@@ -95,9 +103,16 @@ class KernelRegistry:
             lst.append(kd)
         return kd
 
-    def register_simple(self, op_type: str, device_type: str, fn: Callable, **kwargs) -> KernelDef:
-        """Registers `fn(*inputs)` as the compute function (its attrs are not needed)."""
+    def register_simple(self, op_type: str, device_type: str, fn: Callable, *, inplace_fn=None,
+                        **kwargs) -> KernelDef:
+        """Registers `fn(*inputs)` as the compute function (its attrs are not needed).
+
+        `inplace_fn(*inputs)`, if given, may write its result into input 0 (see `KernelDef`).
+        """
         kwargs.setdefault("site", call_site())
+        if inplace_fn is not None:
+            kwargs["inplace"] = lambda ctx: inplace_fn
+            kwargs.setdefault("fresh", True)
         return self.register(op_type, device_type, lambda ctx: fn, **kwargs)
 
     def find(self, op_type: str, device_type: str, attrs: dict) -> KernelDef | None:

@@ -63,7 +63,7 @@ def register(registry, device_type: str) -> None:
     """Registers the device-independent kernels for `device_type`."""
     registry.register("Placeholder", device_type, _placeholder)
     registry.register("Const", device_type, _const)
-    registry.register_simple("Identity", device_type, lambda x: x)
+    registry.register_simple("Identity", device_type, lambda x: x, forwards=True)
     registry.register_simple("NoOp", device_type, lambda: None)
     registry.register("_Send", device_type, _send, needs_ctx=True)
     registry.register("_Recv", device_type, _recv, is_async=True)

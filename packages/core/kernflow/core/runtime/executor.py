@@ -55,8 +55,6 @@ _plan_ids = itertools.count()
 # Release each intermediate after its last consumer (the default). Benchmarks turn it off to
 # measure what keeping every tensor to the end of the step would cost.
 RELEASE_INTERMEDIATES = True
-# Steps per strategy before a plan that could run kernels in parallel picks the faster strategy.
-_TRIALS = 5
 
 
 def node_attrs(nd, op_def) -> dict:
@@ -161,6 +159,9 @@ class _Node:
     expensive: object = False
     consumers: list = dataclasses.field(default_factory=list)   # node ids (data and control)
     num_pending: int = 0    # inputs produced by executed nodes (consts and args are ready at start)
+    fresh: bool = False     # outputs are always new buffers (see KernelDef)
+    inplace: object = None  # compute that may reuse input 0's buffer
+    forwards: bool = False  # output 0 is input 0 itself
 
 
 class ExecutorPlan:
@@ -195,36 +196,20 @@ class ExecutorPlan:
         self._roots = [n.id for n in nodes if self._init_pending[n.id] == 0]
         use_dataflow = force_dataflow or any(n.is_async for n in nodes)
         self.straight_line = None if use_dataflow else _compile_straight_line(self)
-        # Independent kernels that may be expensive could run in parallel on the pool. Whether that
-        # beats the straight line (numpy's BLAS already uses every core) is measured, not assumed.
-        self._parallel = (self.straight_line is not None and pool is not None and
-                          pool.num_threads > 1 and _has_parallel_expensive(nodes))
-        self._trials: dict[str, list] = {"straight": [], "dataflow": []}
-        # Kernels registered as always expensive (expensive=True) are taken at their word;
-        # size-dependent ones (expensive=fn) are measured.
-        self._choice = ("straight" if not self._parallel else
-                        "dataflow" if _has_parallel_expensive(nodes, static_only=True) else None)
+        # Independent kernels registered as always expensive (expensive=True) run in parallel on
+        # the pool. Size-dependent ones (expensive=fn: matmul, conv) run inline on the straight
+        # line: measured here, handing BLAS calls to pool threads made numpy's OpenBLAS slower for
+        # the whole process afterwards (a 512-batch MLP step: 1.2 ms before, 1.7-2.1 ms after),
+        # and BLAS already uses every core for one large kernel.
+        parallel = (self.straight_line is not None and pool is not None and pool.num_threads > 1
+                    and _has_parallel_expensive(nodes, static_only=True))
+        self._choice = "dataflow" if parallel else "straight"
 
     def run_sync(self, args, ctx: StepContext):
-        """Runs a partition that has no asynchronous kernels on the calling thread; returns fetches.
-
-        When parallel dataflow execution is possible, the first steps try both strategies and
-        the faster one (median of `_TRIALS` steps each) is kept.
-        """
-        choice = self._choice
-        if choice == "straight":
+        """Runs a partition that has no asynchronous kernels on the calling thread; returns fetches."""
+        if self._choice == "straight":
             return self.straight_line(args, ctx)
-        if choice is None:
-            t = self._trials
-            choice = "straight" if len(t["straight"]) <= len(t["dataflow"]) else "dataflow"
-            t0 = time.perf_counter()
-            out = self._run_one(choice, args, ctx)
-            t[choice].append(time.perf_counter() - t0)
-            if min(len(t["straight"]), len(t["dataflow"])) >= _TRIALS:
-                med = {k: sorted(v)[len(v) // 2] for k, v in t.items()}
-                self._choice = min(med, key=med.get)
-            return out
-        return self._run_one(choice, args, ctx)
+        return self._run_one(self._choice, args, ctx)
 
     def _run_one(self, choice, args, ctx):
         if choice == "straight":
@@ -279,12 +264,20 @@ def _compile_straight_line(plan: ExecutorPlan):
         name = f"c{s}" if plan._init_vals[s] is not None else f"v{s}"
         return f"{name}.read()" if deref else name
 
+    uses = collections.Counter(s for n in nodes for s in n.inputs)
+    fresh = _fresh_slots(plan, uses, pinned)
     for n in nodes:
         g[f"k{n.id}"] = n.compute
         args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
         if n.needs_ctx:
             args.insert(0, "_ctx")
-        call = f"k{n.id}({', '.join(args)})"
+        kname = f"k{n.id}"
+        # Only a single use guarantees no other kernel took a view of the buffer earlier.
+        if n.inplace is not None and n.inputs and fresh.get(n.inputs[0]) and \
+                uses[n.inputs[0]] == 1 and not n.deref[0]:
+            kname = f"k{n.id}_ip"   # input 0 is a dead, unaliased buffer: write the result into it
+            g[kname] = n.inplace
+        call = f"{kname}({', '.join(args)})"
         outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
         if n.num_outputs == 0:
             stmt = call
@@ -327,6 +320,26 @@ def _compile_straight_line(plan: ExecutorPlan):
     run.namespace = g
     run.line_nodes = line_node
     return run
+
+
+def _fresh_slots(plan, uses, pinned) -> dict:
+    """Slots whose value is a buffer no feed, constant, variable or other live slot can alias.
+
+    Outputs of `fresh` kernels qualify; a forwarding kernel's (Identity's) output qualifies when its
+    input did and the forwarder is that input's only reader. Fetched slots never qualify.
+    """
+    out = {}
+    for n in plan.nodes:
+        for i in range(n.num_outputs):
+            s = n.out_base + i
+            if s in pinned:
+                continue
+            if n.fresh or n.inplace is not None:
+                out[s] = True
+            elif n.forwards and i == 0 and n.inputs and out.get(n.inputs[0]) and \
+                    uses[n.inputs[0]] == 1:
+                out[s] = True
+    return out
 
 
 def _node_error(e: Exception, node) -> errors.OpError:
@@ -554,8 +567,12 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
             if key:
                 kernel_cache[key] = compute
         exec_of_old[old] = len(nodes)
-        nodes.append(_Node(len(nodes), nd.name, nd.op, compute, in_slots, deref, [], base,
-                           len(out_dtypes[old]), kd.is_async, kd.needs_ctx or kd.is_async, kd.expensive))
+        node = _Node(len(nodes), nd.name, nd.op, compute, in_slots, deref, [], base,
+                     len(out_dtypes[old]), kd.is_async, kd.needs_ctx or kd.is_async, kd.expensive,
+                     fresh=kd.fresh, forwards=kd.forwards)
+        if kd.inplace is not None and not key:
+            node.inplace = kd.inplace(ctx)
+        nodes.append(node)
     _link(nodes, parsed, order, exec_of_old)
     args = [arg_slots[i] for i in sorted(arg_slots)]
     rets = [retval_slots[i][0] for i in sorted(retval_slots)]

@@ -125,10 +125,13 @@ def _reshape_error(ctx, n, dims):
 def _expand_dims(ctx):
     def compute(x, dim):
         a = _scalar_int(ctx, dim, "'dim' input")
-        r = np.ndim(x)
+        shape = np.shape(x)
+        r = len(shape)
         if not -r - 1 <= a <= r:
             raise _error(ctx, f"Tried to expand dim index {a} for tensor with {r} dimensions.")
-        return np.expand_dims(x, a)
+        if a < 0:
+            a += r + 1
+        return np.reshape(x, shape[:a] + (1,) + shape[a:])
     return compute
 
 
@@ -173,7 +176,7 @@ def _broadcast_to(ctx):
     def compute(x, shape):
         target = _ints(shape)
         try:
-            return np.array(np.broadcast_to(x, target))
+            return np.broadcast_to(x, target)  # a read-only view: kernels never write their inputs
         except ValueError:
             raise _error(ctx, f"Incompatible shapes: {_shape_str(np.shape(x))} vs. "
                          f"{_shape_str(target)}") from None

@@ -17,6 +17,8 @@ class CPUDevice(Device):
 
 def create_cpu_devices(count, config, job, replica, task):
     """Creates `count` (default 1) CPU devices for one task."""
+    from kernflow.kernels.cpu.allocator import tune_host_allocator
+    tune_host_allocator()
     n = 1 if count is None else int(count)
     host = f"host:/job:{job}/task:{task}"
     return [CPUDevice(device_spec.full_device_name(job, replica, task, "CPU", i), "CPU", host)

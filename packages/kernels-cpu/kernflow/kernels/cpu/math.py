@@ -223,7 +223,8 @@ def _int_division(op_type, fn):
         name = ctx.name
 
         def compute(*xs):
-            if not np.all(xs[-1]):
+            d = xs[-1]
+            if not (d.all() if hasattr(d, "all") else np.all(d)):
                 raise _error(f"{op_type} {name}: Integer division by zero")
             return fn(*xs)
         return compute
@@ -376,8 +377,14 @@ def _reduction(op_type, fn):
     def factory(ctx):
         kd, dt, name = ctx.get_attr("keep_dims"), ctx.output_dtypes[0].as_numpy_dtype, ctx.name
 
+        last = [None, None]  # the axis input is usually the same constant array every step
+
         def compute(x, axis):
-            ax = _axes(axis)
+            if axis is last[0]:
+                ax = last[1]
+            else:
+                ax = _axes(axis)
+                last[0], last[1] = axis, ax
             if ax == () and isinstance(x, np.ndarray) and x.dtype == dt:
                 return x.view()  # nothing reduced (e.g. a broadcast gradient's empty axes)
             try:
@@ -422,14 +429,45 @@ def _scan(op_type, accumulate, identity):
     return factory
 
 
+def _inplace(ufunc):
+    """ufunc(x, ...) written into x's buffer when shapes and dtypes allow, else allocated."""
+    def compute(x, *rest):
+        try:
+            return ufunc(x, *rest, out=x)
+        except (TypeError, ValueError):  # a numpy scalar, broadcasting into x, read-only, casting
+            return ufunc(x, *rest)
+    return compute
+
+
+def _quiet_inplace(ufunc):
+    def compute(x, *rest):
+        with np.errstate(all="ignore"):
+            try:
+                return ufunc(x, *rest, out=x)
+            except (TypeError, ValueError):
+                return ufunc(x, *rest)
+    return compute
+
+
+# Elementwise kernels that may reuse their first input's buffer (buffer forwarding).
+INPLACE = {"AddV2", "Sub", "Mul", "Maximum", "Minimum", "Neg", "Square", "Sin", "Cos", "Tanh",
+           "Floor", "Ceil", "Abs"}
+QUIET_INPLACE = {"Exp", "Expm1", "Log", "Log1p", "Sqrt"}
+# Ufunc kernels always return new arrays (or numpy scalars): safe producers for forwarding.
+FRESH = set(ELEMENTWISE) - {"AddN", "ClipByValue", "Where", "SelectV2", "Conj", "SquaredDifference"}
+
+
 def register(registry, device=DEVICE):
     for op, fn in ELEMENTWISE.items():
-        registry.register_simple(op, device, fn)
+        registry.register_simple(op, device, fn, fresh=op in FRESH,
+                                 inplace_fn=_inplace(fn) if op in INPLACE else None)
     for op, fn in QUIET.items():
-        registry.register_simple(op, device, _quiet(fn))
+        registry.register_simple(op, device, _quiet(fn), fresh=True,
+                                 inplace_fn=_quiet_inplace(fn) if op in QUIET_INPLACE else None)
     for op, (inexact_fn, int_fn) in BY_KIND.items():
         inexact = _quiet(inexact_fn) if op in DIVISIONS else inexact_fn
-        registry.register_simple(op, device, inexact, constraints={"T": _INEXACT})
+        registry.register_simple(op, device, inexact, constraints={"T": _INEXACT}, fresh=True,
+                                 inplace_fn=_quiet_inplace(inexact_fn) if op == "RealDiv" else None)
         factory = _int_division(op, int_fn) if op in DIVISIONS else (lambda ctx, f=int_fn: f)
         registry.register(op, device, factory, constraints={"T": _INTEGER})
     for op, fn in UNARY_GRADS.items():
@@ -438,8 +476,8 @@ def register(registry, device=DEVICE):
     registry.register("NotEqual", device, _equality(np.not_equal, True))
     registry.register("Select", device, _select)
     registry.register("Cast", device, _cast)
-    registry.register("MatMul", device, _matmul, expensive=_matmul_cost)
-    registry.register("BatchMatMulV2", device, _batch_matmul, expensive=_matmul_cost)
+    registry.register("MatMul", device, _matmul, expensive=_matmul_cost, fresh=True)
+    registry.register("BatchMatMulV2", device, _batch_matmul, expensive=_matmul_cost, fresh=True)
     for op, fn in REDUCTIONS.items():
         registry.register(op, device, _reduction(op, fn))
     registry.register("ArgMax", device, _arg(np.argmax))

@@ -67,6 +67,20 @@ def _relu_grad(g, f):
     return g * (f > 0)
 
 
+def _relu_inplace(x):
+    try:
+        return np.maximum(x, 0, out=x)
+    except (TypeError, ValueError):
+        return np.maximum(x, 0)
+
+
+def _relu_grad_inplace(g, f):
+    try:
+        return np.multiply(g, f > 0, out=g)
+    except (TypeError, ValueError):
+        return g * (f > 0)
+
+
 def _relu6_grad(g, f):
     return g * ((f > 0) & (f < 6))
 
@@ -625,12 +639,13 @@ def register(registry, device=DEVICE):
         "SoftsignGrad": _softsign_grad, "Softmax": _softmax, "LogSoftmax": _log_softmax,
         "L2Loss": _l2_loss,
     }
+    inplace = {"Relu": _relu_inplace, "ReluGrad": _relu_grad_inplace}
     for op, fn in simple.items():
-        registry.register_simple(op, device, fn)
+        registry.register_simple(op, device, fn, fresh=True, inplace_fn=inplace.get(op))
     factories = {
         "LeakyRelu": _leaky_relu, "LeakyReluGrad": _leaky_relu_grad, "BiasAdd": _bias_add,
         "BiasAddGrad": _bias_add_grad, "SoftmaxCrossEntropyWithLogits": _xent,
-        "SparseSoftmaxCrossEntropyWithLogits": _sparse_xent, "TopKV2": _top_k,
+        "TopKV2": _top_k,
         "InTopKV2": _in_top_k, "MaxPool": _max_pool, "AvgPool": _avg_pool,
         "MaxPoolGrad": _max_pool_grad, "MaxPoolGradGrad": _max_pool_grad_grad,
         "AvgPoolGrad": _avg_pool_grad,
@@ -638,6 +653,7 @@ def register(registry, device=DEVICE):
     }
     for op, fn in factories.items():
         registry.register(op, device, fn)
+    registry.register("SparseSoftmaxCrossEntropyWithLogits", device, _sparse_xent, fresh=True)
     registry.register("Conv2D", device, _conv2d, expensive=_conv2d_expensive)
     registry.register("Conv2DBackpropInput", device, _conv2d_backprop_input,
                       expensive=_conv2d_backprop_input_expensive, host_memory=("input_sizes",))

@@ -92,16 +92,23 @@ def _dense_gd(ctx):
     locking, name, op = ctx.get_attr("use_locking"), ctx.name, ctx.op_type
     dtype = ctx.output_dtypes[0].as_numpy_dtype
 
+    last = [None, None]  # alpha is usually the same constant array every step
+
     def compute(var, alpha, delta):
         buf = var.read()
         if delta.shape != buf.shape:
             _check_shape(op, name, buf, np.asarray(delta))
-        step = np.multiply(delta, dtype(alpha), dtype=dtype)
+        if alpha is last[0]:
+            a = last[1]
+        else:
+            a = last[1] = dtype(alpha)
+            last[0] = alpha
+        step = delta * a
         if locking:
             with var.lock:
-                np.subtract(buf, step, out=buf)
+                buf -= step
         else:
-            np.subtract(buf, step, out=buf)
+            buf -= step
         return var
     return compute
 
