@@ -55,6 +55,8 @@ _plan_ids = itertools.count()
 # Release each intermediate after its last consumer (the default). Benchmarks turn it off to
 # measure what keeping every tensor to the end of the step would cost.
 RELEASE_INTERMEDIATES = True
+# Buffer forwarding pays off from about this many elements (below, allocation is cheap).
+_INPLACE_MIN_ELEMENTS = 2048
 
 
 def node_attrs(nd, op_def) -> dict:
@@ -159,6 +161,7 @@ class _Node:
     expensive: object = False
     consumers: list = dataclasses.field(default_factory=list)   # node ids (data and control)
     num_pending: int = 0    # inputs produced by executed nodes (consts and args are ready at start)
+    static_elems: list = dataclasses.field(default_factory=list)  # per output: count or None
     fresh: bool = False     # outputs are always new buffers (see KernelDef)
     inplace: object = None  # compute that may reuse input 0's buffer
     forwards: bool = False  # output 0 is input 0 itself
@@ -265,6 +268,7 @@ def _compile_straight_line(plan: ExecutorPlan):
         return f"{name}.read()" if deref else name
 
     uses = collections.Counter(s for n in nodes for s in n.inputs)
+    slot_elems = {n.out_base + i: e for n in nodes for i, e in enumerate(n.static_elems)}
     fresh = _fresh_slots(plan, uses, pinned)
     for n in nodes:
         g[f"k{n.id}"] = n.compute
@@ -272,9 +276,11 @@ def _compile_straight_line(plan: ExecutorPlan):
         if n.needs_ctx:
             args.insert(0, "_ctx")
         kname = f"k{n.id}"
-        # Only a single use guarantees no other kernel took a view of the buffer earlier.
+        # Only a single use guarantees no other kernel took a view of the buffer earlier; buffers
+        # known to be small are not worth it (the in-place call costs ~0.5 us more than a plain one).
         if n.inplace is not None and n.inputs and fresh.get(n.inputs[0]) and \
-                uses[n.inputs[0]] == 1 and not n.deref[0]:
+                uses[n.inputs[0]] == 1 and not n.deref[0] and \
+                (slot_elems.get(n.inputs[0]) is None or slot_elems[n.inputs[0]] >= _INPLACE_MIN_ELEMENTS):
             kname = f"k{n.id}_ip"   # input 0 is a dead, unaliased buffer: write the result into it
             g[kname] = n.inplace
         call = f"{kname}({', '.join(args)})"
@@ -320,6 +326,19 @@ def _compile_straight_line(plan: ExecutorPlan):
     run.namespace = g
     run.line_nodes = line_node
     return run
+
+
+def _static_elements(nd, num_outputs) -> list:
+    """Element count of each output from the node's `_output_shapes` attr (None if unknown)."""
+    out = [None] * num_outputs
+    if "_output_shapes" in nd.attr:
+        for i, sh in enumerate(nd.attr["_output_shapes"].list.shape[:num_outputs]):
+            if not sh.unknown_rank and all(d.size >= 0 for d in sh.dim):
+                n = 1
+                for d in sh.dim:
+                    n *= d.size
+                out[i] = n
+    return out
 
 
 def _fresh_slots(plan, uses, pinned) -> dict:
@@ -572,6 +591,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                      fresh=kd.fresh, forwards=kd.forwards)
         if kd.inplace is not None and not key:
             node.inplace = kd.inplace(ctx)
+        node.static_elems = _static_elements(nd, len(out_dtypes[old]))
         nodes.append(node)
     _link(nodes, parsed, order, exec_of_old)
     args = [arg_slots[i] for i in sorted(arg_slots)]
