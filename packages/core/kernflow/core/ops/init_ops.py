@@ -214,6 +214,8 @@ class RandomNormal(Initializer):
         dtype: default floating point element type.
     """
 
+    _sample = staticmethod(random_ops.random_normal)
+
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=_dtypes.float32):
         self.mean = mean
         self.stddev = stddev
@@ -222,14 +224,14 @@ class RandomNormal(Initializer):
 
     def __call__(self, shape, dtype=None, partition_info=None):
         dtype = self.dtype if dtype is None else _dtypes.as_dtype(dtype)
-        return random_ops.random_normal(shape, self.mean, self.stddev, dtype, seed=self.seed)
+        return self._sample(shape, self.mean, self.stddev, dtype, seed=self.seed)
 
     def get_config(self):
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed,
                 "dtype": self.dtype.name}
 
 
-class TruncatedNormal(Initializer):
+class TruncatedNormal(RandomNormal):
     """Initializes with a normal distribution truncated to mean ± 2 stddev.
 
     TF1 `truncated_normal_initializer`; `stddev` is that of the normal before truncation.
@@ -241,19 +243,7 @@ class TruncatedNormal(Initializer):
         dtype: default floating point element type.
     """
 
-    def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=_dtypes.float32):
-        self.mean = mean
-        self.stddev = stddev
-        self.seed = seed
-        self.dtype = _assert_float_dtype(dtype)
-
-    def __call__(self, shape, dtype=None, partition_info=None):
-        dtype = self.dtype if dtype is None else _dtypes.as_dtype(dtype)
-        return random_ops.truncated_normal(shape, self.mean, self.stddev, dtype, seed=self.seed)
-
-    def get_config(self):
-        return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed,
-                "dtype": self.dtype.name}
+    _sample = staticmethod(random_ops.truncated_normal)
 
 
 class UniformUnitScaling(Initializer):

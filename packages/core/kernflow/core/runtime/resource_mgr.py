@@ -70,7 +70,6 @@ class Var:
 
     def clear(self) -> None:
         self.assign(None)
-        _state_buffers.pop(id(None), None)
 
 
 class ResourceMgr:
