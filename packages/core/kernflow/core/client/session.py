@@ -11,6 +11,7 @@ import collections
 import contextlib
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -97,8 +98,24 @@ def _to_user(v):
     return v
 
 
+_feed_info: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _check_feed(t: _ops.Tensor, value):
     """Converts a feed value to the tensor's dtype and checks its static shape (TF1's rules)."""
+    info = _feed_info.get(t)
+    if info is None or info[2] is not t._shape:  # set_shape replaces the shape object
+        info = _feed_info[t] = (np.dtype(t.dtype.base_dtype.as_numpy_dtype)
+                                if t.dtype.base_dtype != _dtypes.string else None, t.shape.dims,
+                                t._shape)
+    npdtype, dims, _ = info
+    if type(value) is np.ndarray and value.dtype is npdtype:  # the common case: no conversion
+        shp = value.shape
+        if dims is not None and (len(shp) != len(dims) or
+                                 any(d is not None and d != s for d, s in zip(dims, shp))):
+            raise ValueError(f"Cannot feed value of shape {shp} for Tensor '{t.name}', which has "
+                             f"shape '{t.shape}'")
+        return value
     if isinstance(value, (_ops.Tensor, _ops.Operation)):
         raise TypeError(f"The value of a feed cannot be a kf.Tensor object. Acceptable feed values "
                         f"include Python scalars, strings, lists, numpy ndarrays. (feeding {t.name})")
@@ -121,7 +138,6 @@ def _check_feed(t: _ops.Tensor, value):
             raise TypeError(f"Type of feed value {value} with type {type(value)} is not compatible "
                             f"with Tensor type {dt!r}. Try explicitly setting the type of the feed "
                             f"tensor to a larger type (e.g. int64).")
-    dims = t._shape._dims if hasattr(t._shape, "_dims") else t.shape.dims
     if dims is not None:
         shp = arr.shape
         if len(shp) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shp)):
