@@ -1,0 +1,1 @@
+"""kernflow-client: the wire protocol (protobuf + gRPC), remote sessions and discovery."""

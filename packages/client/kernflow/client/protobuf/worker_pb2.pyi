@@ -1,0 +1,159 @@
+from kernflow.core.protobuf import config_pb2 as _config_pb2
+from kernflow.core.protobuf import graph_pb2 as _graph_pb2
+from kernflow.core.protobuf import step_stats_pb2 as _step_stats_pb2
+from kernflow.core.protobuf import tensor_pb2 as _tensor_pb2
+from kernflow.core.protobuf import tensor_shape_pb2 as _tensor_shape_pb2
+from kernflow.core.protobuf import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DeviceAttributes(_message.Message):
+    __slots__ = ("name", "device_type", "memory_limit", "incarnation")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    device_type: str
+    memory_limit: int
+    incarnation: int
+    def __init__(self, name: _Optional[str] = ..., device_type: _Optional[str] = ..., memory_limit: _Optional[int] = ..., incarnation: _Optional[int] = ...) -> None: ...
+
+class NamedTensor(_message.Message):
+    __slots__ = ("name", "tensor")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tensor: _tensor_pb2.TensorProto
+    def __init__(self, name: _Optional[str] = ..., tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("device_attributes", "job", "task")
+    DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
+    job: str
+    task: int
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ...) -> None: ...
+
+class RegisterGraphRequest(_message.Message):
+    __slots__ = ("session_handle", "graph_def", "config")
+    SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_DEF_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    session_handle: str
+    graph_def: _graph_pb2.GraphDef
+    config: _config_pb2.ConfigProto
+    def __init__(self, session_handle: _Optional[str] = ..., graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.ConfigProto, _Mapping]] = ...) -> None: ...
+
+class RegisterGraphResponse(_message.Message):
+    __slots__ = ("graph_handle",)
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    graph_handle: str
+    def __init__(self, graph_handle: _Optional[str] = ...) -> None: ...
+
+class DeregisterGraphRequest(_message.Message):
+    __slots__ = ("session_handle", "graph_handle")
+    SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    session_handle: str
+    graph_handle: str
+    def __init__(self, session_handle: _Optional[str] = ..., graph_handle: _Optional[str] = ...) -> None: ...
+
+class DeregisterGraphResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RunGraphRequest(_message.Message):
+    __slots__ = ("session_handle", "graph_handle", "step_id", "send", "recv_key", "collect_stats", "timeout_in_ms")
+    SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    SEND_FIELD_NUMBER: _ClassVar[int]
+    RECV_KEY_FIELD_NUMBER: _ClassVar[int]
+    COLLECT_STATS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    session_handle: str
+    graph_handle: str
+    step_id: int
+    send: _containers.RepeatedCompositeFieldContainer[NamedTensor]
+    recv_key: _containers.RepeatedScalarFieldContainer[str]
+    collect_stats: bool
+    timeout_in_ms: int
+    def __init__(self, session_handle: _Optional[str] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., send: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., collect_stats: _Optional[bool] = ..., timeout_in_ms: _Optional[int] = ...) -> None: ...
+
+class RunGraphResponse(_message.Message):
+    __slots__ = ("recv", "step_stats")
+    RECV_FIELD_NUMBER: _ClassVar[int]
+    STEP_STATS_FIELD_NUMBER: _ClassVar[int]
+    recv: _containers.RepeatedCompositeFieldContainer[NamedTensor]
+    step_stats: _step_stats_pb2.StepStats
+    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ...) -> None: ...
+
+class RecvTensorRequest(_message.Message):
+    __slots__ = ("step_id", "rendezvous_key")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    rendezvous_key: str
+    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ...) -> None: ...
+
+class RecvTensorResponse(_message.Message):
+    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    IS_DEAD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STRING_VAL_FIELD_NUMBER: _ClassVar[int]
+    dtype: _types_pb2.DataType
+    shape: _tensor_shape_pb2.TensorShapeProto
+    content: bytes
+    is_dead: bool
+    total_bytes: int
+    string_val: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class CleanupGraphRequest(_message.Message):
+    __slots__ = ("step_id",)
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    def __init__(self, step_id: _Optional[int] = ...) -> None: ...
+
+class CleanupGraphResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AbortStepRequest(_message.Message):
+    __slots__ = ("step_id", "code", "message")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    code: int
+    message: str
+    def __init__(self, step_id: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class AbortStepResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CleanupAllRequest(_message.Message):
+    __slots__ = ("container",)
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    container: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, container: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CleanupAllResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

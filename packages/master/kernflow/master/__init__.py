@@ -1,0 +1,1 @@
+"""kernflow-master: the master service of the distributed runtime."""

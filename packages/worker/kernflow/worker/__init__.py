@@ -1,0 +1,1 @@
+"""kernflow-worker: the worker service of the distributed runtime."""

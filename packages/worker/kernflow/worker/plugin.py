@@ -1,0 +1,3 @@
+"""Hook implementations of kernflow-worker (entry point `worker` in group `kernflow`)."""
+
+from kernflow.core.plugins import hookimpl  # noqa: F401 - hooks are added as the package grows
