@@ -174,7 +174,17 @@ def _log_softmax_grad(op, grad):
 
 
 def _broadcast_mul(vec, mat):
-    """vec [batch] times each row of mat [batch, classes] (TF's _BroadcastMul)."""
+    """vec [batch] times each row of mat [batch, classes] (TF's _BroadcastMul).
+
+    When `vec` is itself a scalar broadcast to [batch] (the gradient of a mean loss), the scalar
+    multiplies `mat` directly: same values, and the BroadcastTo/ExpandDims pair is never built
+    (three fewer kernels per training step).
+    """
+    if vec.op.type == "BroadcastTo" and vec.op.inputs[0].shape.num_elements() == 1:
+        scalar = vec.op.inputs[0]
+        if scalar.shape.rank != 0:
+            scalar = array_ops.reshape(scalar, [])
+        return mat * scalar
     return array_ops.expand_dims(vec, -1) * mat
 
 
