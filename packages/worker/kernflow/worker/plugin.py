@@ -1,3 +1,95 @@
-"""Hook implementations of kernflow-worker (entry point `worker` in group `kernflow`)."""
+"""Hook implementations of kernflow-worker (entry point `worker` in group `kernflow`).
 
-from kernflow.core.plugins import hookimpl  # noqa: F401 - hooks are added as the package grows
+Adds the ``kernflow worker`` command::
+
+    kernflow worker --job worker --task 0 --port 0 \\
+        --cluster-spec '{"worker": ["127.0.0.1:5000", "127.0.0.1:5001"], "ps": ["127.0.0.1:5002"]}'
+
+It prints ``kernflow worker /job:worker/replica:0/task:0 listening on HOST:PORT`` once serving, and
+shuts down cleanly on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from kernflow.core.plugins import hookimpl
+
+__all__ = ["kernflow_register_commands", "configure", "run"]
+
+
+def configure(parser) -> None:
+    """Adds the `kernflow worker` options to an argparse parser."""
+    parser.add_argument("--job", default="worker", help="job name of this task (default: worker)")
+    parser.add_argument("--task", type=int, default=0, help="task index within the job (default: 0)")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port to bind; 0 picks a free one (default: this task's port in the "
+                             "cluster spec, else 0)")
+    parser.add_argument("--host", default=None,
+                        help="interface to bind (default: this task's host in the cluster spec, else "
+                             "127.0.0.1)")
+    parser.add_argument("--cluster-spec", default="{}",
+                        help='JSON dict job -> [addresses] (or {index: address}), or @FILE holding it; '
+                             "used to reach the other tasks")
+    parser.add_argument("--grace", type=float, default=2.0,
+                        help="seconds calls in flight get to finish at shutdown (default: 2)")
+
+
+def _load_spec(text: str) -> dict:
+    if text.startswith("@"):
+        with open(text[1:], encoding="utf-8") as f:
+            text = f.read()
+    spec = json.loads(text)
+    if not isinstance(spec, dict):
+        raise ValueError("--cluster-spec must be a JSON object (job -> addresses)")
+    return spec
+
+
+def run(args) -> int:
+    """Runs `kernflow worker`: serves until SIGTERM/SIGINT; returns the exit status."""
+    import signal
+    import threading
+
+    from kernflow.worker.server import WorkerServer, parse_cluster_spec, static_resolver
+    try:
+        spec = _load_spec(args.cluster_spec)
+        cluster = parse_cluster_spec(spec)
+    except (OSError, ValueError) as e:
+        print(f"kernflow worker: bad --cluster-spec: {e}", file=sys.stderr)
+        return 2
+    mine = cluster.get(args.job, {}).get(args.task)
+    host, port = args.host, args.port
+    if mine is not None and ":" in mine:
+        spec_host, spec_port = mine.rsplit(":", 1)
+        host = host if host is not None else spec_host.strip("[]")
+        port = port if port is not None else int(spec_port)
+    host = host if host is not None else "127.0.0.1"
+    port = port if port is not None else 0
+    try:
+        server = WorkerServer(args.job, args.task, port=port, host=host, resolver=static_resolver(spec))
+    except Exception as e:  # noqa: BLE001 - reported, not a traceback
+        print(f"kernflow worker: cannot start: {e}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        print(f"kernflow worker {server.task_name} listening on {server.address}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop(args.grace)
+        for s, h in old.items():
+            signal.signal(s, h)
+    print(f"kernflow worker {server.task_name} stopped (pid {os.getpid()})", flush=True)
+    return 0
+
+
+@hookimpl
+def kernflow_register_commands(registry):
+    registry.register("worker", "serve one task of a kernflow cluster (the worker service)",
+                      configure, run)

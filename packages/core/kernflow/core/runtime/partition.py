@@ -22,6 +22,13 @@ def _set(nd, key, value, typ=None):
     nd.attr[key].CopyFrom(attr_value.to_proto(value, typ))
 
 
+def _short(device: str) -> str:
+    """A node-name-safe form of a full device name, unique per device (job, task and device)."""
+    spec = device.strip("/").split("/")
+    keep = [p for p in spec if not p.startswith("replica:")]
+    return "_".join(p.replace(":", "_") for p in keep)
+
+
 def partition(graph_def, incarnations: dict[str, int]) -> dict:
     """Returns {device name: GraphDef} for a placed graph.
 
@@ -54,7 +61,7 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
         if key in recvs:
             return recvs[key]
         safe = tensor.replace(":", "_").replace("^", "ctrl_")
-        suffix = f"{safe}_to_{dst_dev.rsplit('/', 1)[-1].replace(':', '_')}"
+        suffix = f"{safe}_to_{_short(dst_dev)}"
         send = part(src_dev).node.add(name=f"_send_{suffix}", op="_Send", device=src_dev,
                                       input=[send_input] + (extra_ctrl or []))
         recv = part(dst_dev).node.add(name=f"_recv_{suffix}", op="_Recv", device=dst_dev)
@@ -79,7 +86,7 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
             if src_dev == dst_dev:
                 new.input.append(inp)
             elif ctrl:
-                token = f"_ctrl_{name}_on_{src_dev.rsplit('/', 1)[-1].replace(':', '_')}"
+                token = f"_ctrl_{name}_on_{_short(src_dev)}"
                 if token not in tokens:
                     tokens.add(token)
                     c = part(src_dev).node.add(name=token, op="Const", device=src_dev, input=["^" + name])

@@ -1,0 +1,138 @@
+"""gRPC channels shared by the whole process, and the options both ends of a connection use.
+
+One channel per address: gRPC multiplexes every call to a peer over it, so masters talking to many
+workers (and workers to each other for RecvTensor) do not open a connection per call. Messages are
+unlimited in size (large tensors), retries are off (the runtime decides what to retry), reconnect
+backoff is short (a restarted worker is reachable again within seconds), and keepalive pings detect
+a dead peer during a long call. Servers should be built with `SERVER_OPTIONS`, which accepts those
+pings.
+
+Also here: W3C trace-context propagation in call metadata (`outgoing_metadata` on the client,
+`attach_incoming_context` on the server), a no-op until an application installs the OpenTelemetry SDK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import grpc
+
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "get_channel", "get_stub", "evict", "close_all",
+           "outgoing_metadata", "attach_incoming_context"]
+
+CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.enable_retries", 0),
+    # Ping an idle connection that has calls in flight every 60 s; 20 s without an answer means the
+    # peer is gone and every call on the channel fails with UNAVAILABLE.
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 0),
+    # Reconnect quickly after a peer restarts (the default backoff grows to two minutes).
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.min_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
+)
+
+SERVER_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    # Accept the clients' keepalive pings (the default policy answers pings more frequent than
+    # every 5 minutes with GOAWAY "too_many_pings", which would cut long RunStep/RunGraph calls).
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.so_reuseport", 0),
+)
+
+_lock = threading.Lock()
+_channels: dict[str, grpc.Channel] = {}
+_stubs: dict[tuple[str, type], object] = {}
+
+
+def get_channel(address: str) -> grpc.Channel:
+    """Returns the process-wide insecure channel to `address` ("host:port"), creating it once."""
+    ch = _channels.get(address)
+    if ch is not None:
+        return ch
+    with _lock:
+        return _channel_locked(address)
+
+
+def _channel_locked(address: str) -> grpc.Channel:
+    ch = _channels.get(address)
+    if ch is None:
+        ch = _channels[address] = grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+    return ch
+
+
+def get_stub(address: str, stub_class):
+    """Returns the cached `stub_class` (a generated ``*Stub``) on the channel to `address`.
+
+    Clients look their stub up on every call (a dictionary lookup), so that after `evict` or
+    `close_all` they transparently use a new channel instead of a closed one.
+    """
+    key = (address, stub_class)
+    stub = _stubs.get(key)
+    if stub is not None:
+        return stub
+    with _lock:
+        stub = _stubs.get(key)
+        if stub is None:
+            stub = _stubs[key] = stub_class(_channel_locked(address))
+    return stub
+
+
+def evict(address: str) -> None:
+    """Closes and forgets the channel to `address` (the next `get_channel` opens a new one)."""
+    with _lock:
+        ch = _channels.pop(address, None)
+        for key in [k for k in _stubs if k[0] == address]:
+            del _stubs[key]
+    if ch is not None:
+        ch.close()
+
+
+def close_all() -> None:
+    """Closes every cached channel (calls in flight on them fail with CANCELLED)."""
+    with _lock:
+        chans = list(_channels.values())
+        _channels.clear()
+        _stubs.clear()
+    for ch in chans:
+        with contextlib.suppress(Exception):
+            ch.close()
+
+
+def _tracing_active() -> bool:
+    from opentelemetry import trace
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def outgoing_metadata():
+    """Returns call metadata carrying the current trace context, or None when nothing is traced."""
+    if not _tracing_active():
+        return None
+    from opentelemetry import propagate
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return tuple(carrier.items()) or None
+
+
+@contextlib.contextmanager
+def attach_incoming_context(context: grpc.ServicerContext):
+    """Server side: makes the caller's trace context current inside the `with` block."""
+    if not _tracing_active():
+        yield
+        return
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate
+    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+    token = otel_context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -1,0 +1,182 @@
+"""`GrpcSession`: the session implementation behind ``kf.Session("grpc://host:port")``.
+
+The client keeps no runtime of its own: it ships the graph to a master and asks it to run steps,
+as TF's GrpcSession does. The first step creates a session on the master with the whole GraphDef;
+later steps first send the ops added to the graph since (`ExtendSession`, the whitepaper's Extend,
+tracked with `Graph.version`). Feeds and fetched values travel as raw tensor bytes
+(`kernflow.client.codec`), and the master's errors come back as the same TF error classes.
+
+Deadlines: RunStep waits `RunOptions.timeout_in_ms`, else `ConfigProto.operation_timeout_in_ms`
+(plus a grace period so the master's own message wins), else without a deadline; every other call
+has one (see `GrpcMasterClient`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kernflow.core.framework import errors
+from kernflow.client import codec
+from kernflow.client.master_client import GrpcMasterClient
+from kernflow.client.protobuf import master_pb2
+from kernflow.client.protobuf import worker_pb2
+
+__all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset"]
+
+_log = logging.getLogger(__name__)
+SCHEME = "grpc://"
+
+
+def parse_target(target: str) -> str:
+    """Returns "host:port" of a ``grpc://host:port`` target.
+
+    Raises:
+        InvalidArgumentError: if the target is not of that form.
+    """
+    if not target.startswith(SCHEME):
+        raise errors.InvalidArgumentError(None, None, f"not a grpc target: {target!r} (expected "
+                                          f"'grpc://host:port')")
+    address = target[len(SCHEME):].rstrip("/")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise errors.InvalidArgumentError(None, None, f"grpc target {target!r} needs a host and a port, "
+                                          f"e.g. 'grpc://localhost:2222'")
+    return address
+
+
+class GrpcSession:
+    """Runs steps of `graph` on the master at `target`.
+
+    Args:
+        target: "grpc://host:port" of a master.
+        graph: the `kf.Graph` whose ops the steps run.
+        config: an optional `ConfigProto`, sent with CreateSession; its `operation_timeout_in_ms`
+            is the default step deadline.
+    """
+
+    def __init__(self, target: str, graph, config=None):
+        self.target = target
+        self.address = parse_target(target)
+        self.graph = graph
+        self.config = config
+        self._master = GrpcMasterClient(self.address)
+        self._lock = threading.Lock()
+        self._handle: str | None = None
+        self._sent_ops = 0          # the local graph.version the master's graph reflects
+        self._master_version = 0    # the master's graph version, for ExtendSession
+        self._closed = False
+        self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
+
+    @property
+    def handle(self) -> str | None:
+        """The master's session handle (None until the first step)."""
+        return self._handle
+
+    # ------------------------------------------------------------------ graph
+    def _sync_graph(self) -> None:
+        """Creates the master's session, or sends it the ops added since the last step."""
+        if self._handle is not None and self.graph.version == self._sent_ops:
+            return
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Attempted to use a closed Session.")
+            if self._handle is None:
+                gd = self.graph.as_graph_def(add_shapes=True)
+                req = master_pb2.CreateSessionRequest(graph_def=gd, target=self.target)
+                if self.config is not None:
+                    req.config.CopyFrom(self.config)
+                resp = self._master.create_session(req)
+                if not resp.session_handle:
+                    raise errors.InternalError(None, None, f"master at {self.address} returned an "
+                                               f"empty session handle")
+                self._handle = resp.session_handle
+                self._master_version = resp.graph_version
+                self._sent_ops = gd.version
+                return
+            if self.graph.version == self._sent_ops:
+                return
+            delta = self.graph.as_graph_def(from_version=self._sent_ops, add_shapes=True)
+            req = master_pb2.ExtendSessionRequest(session_handle=self._handle, graph_def=delta,
+                                                  current_graph_version=self._master_version)
+            resp = self._master.extend_session(req)
+            self._master_version = resp.new_graph_version
+            self._sent_ops = delta.version
+
+    # ------------------------------------------------------------------ run
+    def run(self, feeds, feed_values, fetches, targets, options=None, run_metadata=None):
+        """Runs one step on the master.
+
+        Args:
+            feeds: names of the fed tensors ("x:0").
+            feed_values: their values (numpy arrays), in the same order.
+            fetches: names of the tensors to fetch.
+            targets: names of the ops to run without fetching.
+            options: an optional `RunOptions` (trace level, timeout).
+            run_metadata: an optional `RunMetadata` to fill from the master's.
+
+        Returns:
+            The fetched values (numpy arrays), in the order of `fetches`.
+
+        Raises:
+            OpError: the master's error, as the TF class of its status code.
+        """
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        self._sync_graph()
+        req = master_pb2.RunStepRequest(session_handle=self._handle, fetch=fetches, target=targets)
+        for name, value in zip(feeds, feed_values):
+            req.feed.append(worker_pb2.NamedTensor(name=name, tensor=codec.tensor_to_proto(value)))
+        if options is not None:
+            req.options.CopyFrom(options)
+        if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:
+            req.options.timeout_in_ms = self._timeout_ms
+        resp = self._master.run_step(req)
+        if len(resp.tensor) != len(fetches):
+            raise errors.InternalError(None, None, f"master at {self.address} returned {len(resp.tensor)} "
+                                       f"tensors for {len(fetches)} fetches")
+        out = []
+        for want, nt in zip(fetches, resp.tensor):
+            if nt.name and nt.name != want:
+                raise errors.InternalError(None, None, f"master at {self.address} returned tensor "
+                                           f"{nt.name!r} where {want!r} was fetched")
+            out.append(codec.proto_to_tensor(nt.tensor))
+        if run_metadata is not None and resp.HasField("metadata"):
+            run_metadata.MergeFrom(resp.metadata)
+        return out
+
+    # ------------------------------------------------------------------ management
+    def list_devices(self):
+        """Returns the cluster's devices as dicts (name, device_type, memory_limit_bytes, incarnation)."""
+        resp = self._master.list_devices(master_pb2.ListDevicesRequest(session_handle=self._handle or ""))
+        return [{"name": d.name, "device_type": d.device_type, "memory_limit_bytes": d.memory_limit,
+                 "incarnation": d.incarnation}
+                for d in list(resp.local_device) + list(resp.remote_device)]
+
+    def close(self) -> None:
+        """Closes the master's session; a master that is gone (UNAVAILABLE) is not an error."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            self._master.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
+        except (errors.UnavailableError, errors.DeadlineExceededError) as e:
+            _log.warning("could not close session %s on master %s: %s", handle, self.address, e)
+
+
+def grpc_session_factory(target: str, graph, config=None) -> GrpcSession:
+    """The ``grpc`` session factory: ``kf.Session("grpc://host:port")``."""
+    return GrpcSession(target, graph, config)
+
+
+def reset(target: str, containers=None, config=None) -> None:
+    """``kf.Session.reset("grpc://host:port", containers)``: clears containers on every worker."""
+    master = GrpcMasterClient(parse_target(target))
+    master.reset(master_pb2.ResetRequest(container=list(containers or ())))
+
+
+grpc_session_factory.reset = reset

@@ -1,0 +1,96 @@
+"""`GrpcMasterClient`: the master's six RPCs over gRPC, with deadlines and TF error classes.
+
+Methods take and return `master_pb2` messages, like the in-process `kernflow.master.master.Master`.
+Every call but RunStep has a deadline (`default_timeout_s` unless `timeout` is given); RunStep waits
+for the caller's `timeout`, or the request's `options.timeout_in_ms` plus a grace period, or without
+a deadline when the step has none (a step may block on a queue for as long as the user wants).
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from kernflow.core.framework import errors
+from kernflow.client import channels
+from kernflow.client.protobuf import master_pb2
+from kernflow.client.protobuf import master_pb2_grpc
+from kernflow.client.rpc_errors import error_from_rpc
+
+__all__ = ["GrpcMasterClient", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
+
+DEFAULT_TIMEOUT_S = 60.0
+CLOSE_TIMEOUT_S = 10.0
+LIST_DEVICES_TIMEOUT_S = 10.0
+# RunStep's deadline exceeds the step's own timeout by this much, so that the master's error
+# (naming what the step was waiting for) arrives before gRPC's bare DEADLINE_EXCEEDED.
+RUN_GRACE_S = 1.0
+
+
+class GrpcMasterClient:
+    """Calls a master over a shared gRPC channel.
+
+    Args:
+        address: "host:port" of the master's gRPC server.
+        default_timeout_s: the deadline of every call but RunStep.
+    """
+
+    def __init__(self, address: str, default_timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.address = address
+        self.default_timeout_s = float(default_timeout_s)
+        channels.get_channel(address)
+
+    @property
+    def _stub(self) -> master_pb2_grpc.MasterServiceStub:
+        return channels.get_stub(self.address, master_pb2_grpc.MasterServiceStub)
+
+    def __repr__(self):
+        return f"GrpcMasterClient({self.address!r})"
+
+    def _call(self, method: str, request, timeout):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout,
+                                               metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, f"{method} on master at {self.address}") from None
+        except ValueError as e:  # "Cannot invoke RPC on closed channel!": closed by channels.close_all
+            raise errors.UnavailableError(None, None, f"{method} on master at {self.address} is "
+                                          f"unavailable: {e}") from None
+
+    def _timeout(self, timeout):
+        return self.default_timeout_s if timeout is None else timeout
+
+    def create_session(self, request: master_pb2.CreateSessionRequest,
+                       timeout: float | None = None) -> master_pb2.CreateSessionResponse:
+        """Creates a session holding `request.graph_def`; returns its handle and graph version."""
+        return self._call("CreateSession", request, self._timeout(timeout))
+
+    def extend_session(self, request: master_pb2.ExtendSessionRequest,
+                       timeout: float | None = None) -> master_pb2.ExtendSessionResponse:
+        """Adds the nodes created since `request.current_graph_version` to a session's graph."""
+        return self._call("ExtendSession", request, self._timeout(timeout))
+
+    def run_step(self, request: master_pb2.RunStepRequest,
+                 timeout: float | None = None) -> master_pb2.RunStepResponse:
+        """Runs one step; None `timeout` means the request's timeout plus grace, else no deadline."""
+        if timeout is None and request.options.timeout_in_ms > 0:
+            timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
+        return self._call("RunStep", request, timeout)
+
+    def close_session(self, request: master_pb2.CloseSessionRequest,
+                      timeout: float | None = None) -> master_pb2.CloseSessionResponse:
+        """Closes a session (its partitions are deregistered, its state freed)."""
+        return self._call("CloseSession", request, CLOSE_TIMEOUT_S if timeout is None else timeout)
+
+    def list_devices(self, request: master_pb2.ListDevicesRequest | None = None,
+                     timeout: float | None = None) -> master_pb2.ListDevicesResponse:
+        """Lists the devices of the cluster (the master's own and every worker's)."""
+        return self._call("ListDevices", request or master_pb2.ListDevicesRequest(),
+                          LIST_DEVICES_TIMEOUT_S if timeout is None else timeout)
+
+    def reset(self, request: master_pb2.ResetRequest | None = None,
+              timeout: float | None = None) -> master_pb2.ResetResponse:
+        """Clears resource containers on every worker (all when the request names none)."""
+        return self._call("Reset", request or master_pb2.ResetRequest(), self._timeout(timeout))
+
+    def close(self) -> None:
+        """Nothing to release: the channel is shared per address (see `channels.close_all`)."""

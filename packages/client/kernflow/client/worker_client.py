@@ -1,0 +1,146 @@
+"""`GrpcWorkerClient`: the worker interface (`kernflow.worker.worker.Worker`'s methods) over gRPC.
+
+Every method takes and returns the `worker_pb2` messages, exactly like the in-process `Worker`, so
+the master (and workers pulling tensors from each other) can hold either. Each call has a deadline:
+`timeout` if given, else the method's default (5 s for GetStatus, `default_timeout_s` for the
+management calls). RunGraph and RecvTensor wait as long as the step may run: the caller's `timeout`
+(RunGraph falls back to the request's `timeout_in_ms` plus a grace period), and no deadline when the
+step has none (the master's health checks and the channel's keepalive end such calls when a peer
+dies). Failures are raised as TF error classes naming the worker (`rpc_errors.error_from_rpc`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+
+from kernflow.core.framework import errors
+from kernflow.client import channels
+from kernflow.client.protobuf import worker_pb2
+from kernflow.client.protobuf import worker_pb2_grpc
+from kernflow.client.rpc_errors import error_from_rpc
+
+__all__ = ["GrpcWorkerClient", "DEFAULT_TIMEOUT_S", "GET_STATUS_TIMEOUT_S", "RUN_GRACE_S"]
+
+DEFAULT_TIMEOUT_S = 60.0
+GET_STATUS_TIMEOUT_S = 5.0
+# Extra time a RunGraph deadline allows beyond the step's own timeout, so the worker's own
+# DeadlineExceededError (which names the op it was waiting on) arrives before gRPC's.
+RUN_GRACE_S = 1.0
+
+
+class GrpcWorkerClient:
+    """Calls one worker task over a shared gRPC channel.
+
+    Args:
+        address: "host:port" of the worker's gRPC server.
+        task_name: the task, for error messages, e.g. "/job:worker/replica:0/task:1".
+        default_timeout_s: the deadline of the management calls (RegisterGraph, CleanupGraph...).
+    """
+
+    def __init__(self, address: str, task_name: str = "", default_timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.address = address
+        self.task_name = task_name
+        self.default_timeout_s = float(default_timeout_s)
+        channels.get_channel(address)  # opens the connection lazily; fails fast on a malformed address
+
+    @property
+    def _stub(self) -> worker_pb2_grpc.WorkerServiceStub:
+        return channels.get_stub(self.address, worker_pb2_grpc.WorkerServiceStub)
+
+    def __repr__(self):
+        return f"GrpcWorkerClient({self.address!r}, {self.task_name!r})"
+
+    def _what(self, method: str) -> str:
+        who = f"worker {self.task_name} at {self.address}" if self.task_name else f"worker at {self.address}"
+        return f"{method} on {who}"
+
+    def _call(self, method: str, request, timeout):
+        try:
+            return getattr(self._stub, method)(request, timeout=timeout,
+                                               metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, self._what(method)) from None
+        except ValueError as e:  # "Cannot invoke RPC on closed channel!": closed by channels.close_all
+            raise errors.UnavailableError(None, None, f"{self._what(method)} is unavailable: {e}") from None
+
+    # ------------------------------------------------------------------ management
+    def get_status(self, request: worker_pb2.GetStatusRequest | None = None,
+                   timeout: float | None = None) -> worker_pb2.GetStatusResponse:
+        """Returns the worker's devices, job and task (a cheap health check: 5 s by default)."""
+        return self._call("GetStatus", request or worker_pb2.GetStatusRequest(),
+                          GET_STATUS_TIMEOUT_S if timeout is None else timeout)
+
+    def register_graph(self, request: worker_pb2.RegisterGraphRequest,
+                       timeout: float | None = None) -> worker_pb2.RegisterGraphResponse:
+        """Registers a partition; returns its graph handle."""
+        return self._call("RegisterGraph", request, self._timeout(timeout))
+
+    def deregister_graph(self, request: worker_pb2.DeregisterGraphRequest,
+                         timeout: float | None = None) -> worker_pb2.DeregisterGraphResponse:
+        """Forgets a registered partition."""
+        return self._call("DeregisterGraph", request, self._timeout(timeout))
+
+    def cleanup_graph(self, request: worker_pb2.CleanupGraphRequest,
+                      timeout: float | None = None) -> worker_pb2.CleanupGraphResponse:
+        """Frees a step's state on the worker."""
+        return self._call("CleanupGraph", request, self._timeout(timeout))
+
+    def abort_step(self, request: worker_pb2.AbortStepRequest,
+                   timeout: float | None = None) -> worker_pb2.AbortStepResponse:
+        """Aborts a running step on the worker."""
+        return self._call("AbortStep", request, self._timeout(timeout))
+
+    def cleanup_all(self, request: worker_pb2.CleanupAllRequest | None = None,
+                    timeout: float | None = None) -> worker_pb2.CleanupAllResponse:
+        """Clears resource containers on the worker (all when the request names none)."""
+        return self._call("CleanupAll", request or worker_pb2.CleanupAllRequest(), self._timeout(timeout))
+
+    def _timeout(self, timeout):
+        return self.default_timeout_s if timeout is None else timeout
+
+    # ------------------------------------------------------------------ steps
+    def run_graph(self, request: worker_pb2.RunGraphRequest,
+                  timeout: float | None = None) -> worker_pb2.RunGraphResponse:
+        """Runs a registered partition once.
+
+        Args:
+            request: the partition, step id, _Arg values and _Retval keys.
+            timeout: seconds; None means the request's `timeout_in_ms` plus `RUN_GRACE_S`, or no
+                deadline when that is 0 (a step may legitimately block, e.g. on a queue).
+        """
+        if timeout is None and request.timeout_in_ms > 0:
+            timeout = request.timeout_in_ms / 1000.0 + RUN_GRACE_S
+        return self._call("RunGraph", request, timeout)
+
+    def recv_tensor(self, request: worker_pb2.RecvTensorRequest,
+                    timeout: float | None = None) -> Iterator[worker_pb2.RecvTensorResponse]:
+        """Streams the chunks of a tensor a _Send on this worker produced.
+
+        Returns:
+            An iterator of RecvTensorResponse (give it to `codec.assemble_recv_chunks`). Errors,
+            including ones in the middle of the stream, are raised as TF error classes; dropping
+            the iterator early cancels the call.
+        """
+        what = self._what(f"RecvTensor({request.rendezvous_key!r}, step {request.step_id})")
+        try:
+            call = self._stub.RecvTensor(request, timeout=timeout, metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, what) from None
+        except ValueError as e:  # closed channel
+            raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
+        return _stream(call, what)
+
+    def close(self) -> None:
+        """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
+
+
+def _stream(call, what: str):
+    try:
+        yield from call
+    except grpc.RpcError as e:
+        raise error_from_rpc(e, what) from None
+    finally:
+        if call.is_active():
+            call.cancel()

@@ -1,0 +1,321 @@
+"""`kf.train.ClusterSpec` and `kf.train.Server`: TF1's in-process cluster servers.
+
+A `ClusterSpec` names the tasks of a cluster: ``{"ps": ["host0:2222"], "worker": ["host1:2222",
+"host2:2222"]}`` (or ``{job: {task index: address}}`` for sparse jobs). A `Server` is one task of it:
+it serves, on the task's port, the worker service (running the partitions of any master's steps on
+this task's devices) and a master service whose workers are every task of the cluster, so
+``kf.Session(server.target)`` (or ``"grpc://"`` + any task's address) runs steps on the cluster.
+
+The servers live in the distributed-runtime packages (kernflow-client, kernflow-master,
+kernflow-worker); this module imports them only when a `Server` is created, so core keeps working
+without gRPC installed.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+__all__ = ["ClusterSpec", "Server"]
+
+_JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MISSING = ("kf.train.Server needs kernflow's distributed runtime; install it with "
+            "`pip install packages/client packages/master packages/worker`")
+
+
+class ClusterSpec:
+    """The jobs of a cluster and the network address of each of their tasks.
+
+    Args:
+        cluster: a dict ``{job name: [address, ...]}`` (task i at position i) or ``{job name:
+            {task index: address}}``; another `ClusterSpec`; or the dict `as_cluster_def` returns.
+
+    Raises:
+        TypeError: for anything else. ValueError: for a malformed job name, task index or address.
+    """
+
+    def __init__(self, cluster):
+        if isinstance(cluster, ClusterSpec):
+            self._cluster = {j: dict(t) for j, t in cluster._cluster.items()}
+            return
+        if not isinstance(cluster, dict):
+            raise TypeError("ClusterSpec needs a dict mapping job names to lists or dicts of "
+                            f"addresses, a ClusterSpec, or a cluster def; got {type(cluster).__name__}")
+        if set(cluster) == {"job"} and isinstance(cluster["job"], (list, tuple)):
+            cluster = {j["name"]: dict(j.get("tasks", {})) for j in cluster["job"]}
+        self._cluster = {}
+        for job, tasks in cluster.items():
+            if not isinstance(job, str) or not _JOB_NAME.match(job):
+                raise ValueError(f"Invalid job name {job!r}: use letters, digits and '_', starting "
+                                 "with a letter")
+            if isinstance(tasks, (list, tuple)):
+                tasks = dict(enumerate(tasks))
+            elif not isinstance(tasks, dict):
+                raise TypeError(f"The tasks of job {job!r} must be a list of addresses or a dict "
+                                f"{{task index: address}}; got {type(tasks).__name__}")
+            checked = {}
+            for index, address in tasks.items():
+                if isinstance(index, bool) or not (
+                        isinstance(index, int) or (isinstance(index, str) and index.isdigit())):
+                    raise ValueError(f"Invalid task index {index!r} in job {job!r}")
+                i = int(index)
+                if i < 0:
+                    raise ValueError(f"Invalid task index {index!r} in job {job!r}")
+                if isinstance(address, bytes):
+                    address = address.decode()
+                if not isinstance(address, str) or not address:
+                    raise ValueError(f"Task {i} of job {job!r} needs a 'host:port' address, got "
+                                     f"{address!r}")
+                checked[i] = address
+            self._cluster[job] = checked
+
+    # ------------------------------------------------------------------ queries
+    def __bool__(self):
+        return bool(self._cluster)
+
+    __nonzero__ = __bool__
+
+    def __eq__(self, other):
+        if not isinstance(other, ClusterSpec):
+            try:
+                other = ClusterSpec(other)
+            except (TypeError, ValueError):
+                return NotImplemented
+        return self._cluster == other._cluster
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"ClusterSpec({self.as_dict()!r})"
+
+    __str__ = __repr__
+
+    @property
+    def jobs(self) -> list[str]:
+        """The job names, sorted."""
+        return sorted(self._cluster)
+
+    def _tasks(self, job_name: str) -> dict:
+        try:
+            return self._cluster[job_name]
+        except KeyError:
+            raise ValueError(f"No such job in cluster: {job_name!r} (jobs: {self.jobs})") from None
+
+    def num_tasks(self, job_name: str) -> int:
+        """Returns the number of tasks of `job_name`. Raises ValueError for an unknown job."""
+        return len(self._tasks(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        """Returns the sorted task indices of `job_name`. Raises ValueError for an unknown job."""
+        return sorted(self._tasks(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        """Returns the address of task `task_index` of `job_name`.
+
+        Raises:
+            ValueError: for an unknown job or task.
+        """
+        tasks = self._tasks(job_name)
+        try:
+            return tasks[int(task_index)]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"No task with index {task_index!r} in job {job_name!r} (indices: "
+                             f"{sorted(tasks)})") from None
+
+    def job_tasks(self, job_name: str) -> list:
+        """Returns the addresses of `job_name` by index, with None for missing indices."""
+        tasks = self._tasks(job_name)
+        if not tasks:
+            return []
+        return [tasks.get(i) for i in range(max(tasks) + 1)]
+
+    def as_dict(self) -> dict:
+        """Returns ``{job: [addresses]}``, or ``{job: {index: address}}`` for a sparse job."""
+        out = {}
+        for job in self.jobs:
+            tasks = self._cluster[job]
+            if sorted(tasks) == list(range(len(tasks))):
+                out[job] = [tasks[i] for i in range(len(tasks))]
+            else:
+                out[job] = dict(sorted(tasks.items()))
+        return out
+
+    def as_cluster_def(self) -> dict:
+        """Returns the cluster as a ClusterDef-shaped dict: ``{"job": [{"name", "tasks"}]}``."""
+        return {"job": [{"name": j, "tasks": dict(sorted(self._cluster[j].items()))} for j in self.jobs]}
+
+    def task_names(self) -> list[str]:
+        """Returns every task's name, ``/job:J/replica:0/task:I``, in job then index order."""
+        return [f"/job:{j}/replica:0/task:{i}" for j in self.jobs for i in sorted(self._cluster[j])]
+
+
+def _split_server_def(server_or_cluster_def, job_name, task_index, protocol, config):
+    """Accepts a ClusterSpec, a cluster dict, or a ServerDef-shaped dict (with a "cluster" key)."""
+    d = server_or_cluster_def
+    if isinstance(d, dict) and "cluster" in d and (
+            isinstance(d["cluster"], ClusterSpec) or
+            (isinstance(d["cluster"], dict) and all(isinstance(k, str) for k in d["cluster"]))):
+        job_name = job_name if job_name is not None else d.get("job_name") or None
+        task_index = task_index if task_index is not None else d.get("task_index")
+        protocol = d.get("protocol") or protocol
+        config = config if config is not None else d.get("default_session_config")
+        d = d["cluster"]
+    return ClusterSpec(d), job_name, task_index, protocol or "grpc", config
+
+
+class Server:
+    """An in-process server for one task of a cluster (TF1's ``tf.train.Server``).
+
+    Serves, on the task's address, the worker service for this task's devices and a master whose
+    workers are every task of the cluster (this task's own worker is called in process).
+
+    Args:
+        server_or_cluster_def: a `ClusterSpec`, a cluster dict, or a dict with keys "cluster",
+            "job_name", "task_index", "protocol", "default_session_config" (TF's ServerDef).
+        job_name: this task's job (may be omitted when the cluster has one job).
+        task_index: this task's index (may be omitted when the job has one task).
+        protocol: only "grpc".
+        config: a `ConfigProto`: the default session config (device counts, timeouts).
+        start: start serving now (else call `start`).
+
+    Raises:
+        ValueError: for a job or task the cluster lacks, or an unsupported protocol.
+        ImportError: when the distributed-runtime packages are not installed.
+    """
+
+    def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol="grpc",
+                 config=None, start=True):
+        cluster, job_name, task_index, protocol, config = _split_server_def(
+            server_or_cluster_def, job_name, task_index, protocol, config)
+        if protocol != "grpc":
+            raise ValueError(f"Unsupported protocol {protocol!r}: kernflow servers speak 'grpc'")
+        if job_name is None:
+            if len(cluster.jobs) != 1:
+                raise ValueError(f"Must specify an explicit job_name: the cluster has jobs {cluster.jobs}")
+            job_name = cluster.jobs[0]
+        if task_index is None:
+            indices = cluster.task_indices(job_name)
+            if len(indices) != 1:
+                raise ValueError(f"Must specify an explicit task_index: job {job_name!r} has tasks "
+                                 f"{indices}")
+            task_index = indices[0]
+        task_index = int(task_index)
+        address = cluster.task_address(job_name, task_index)
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"The address of /job:{job_name}/task:{task_index} must be 'host:port', "
+                             f"got {address!r}")
+        try:
+            from kernflow.client.protobuf import worker_pb2_grpc
+            from kernflow.client.worker_client import GrpcWorkerClient
+            from kernflow.master.master import Master
+            from kernflow.master.server import MasterServer
+            from kernflow.worker.servicer import WorkerServicer
+            from kernflow.worker.worker import Worker
+        except ImportError as e:
+            raise ImportError(f"{_MISSING} ({e})") from e
+
+        self._job_name, self._task_index, self._config = job_name, task_index, config
+        self._task_name = f"/job:{job_name}/replica:0/task:{task_index}"
+        self._lock = threading.Lock()
+        self._clients: dict = {}
+        self._addresses = {name: None for name in cluster.task_names()}
+        self._cluster = cluster
+        self._grpc_worker_client = GrpcWorkerClient
+        self._worker = Worker(job_name, task_index, config=config, resolver=self._resolve)
+        self._master = Master(self._resolve, config=config, tasks=cluster.task_names(),
+                              local_task=self._task_name)
+
+        def add_worker_service(grpc_server):
+            worker_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(self._worker), grpc_server)
+
+        local = host in ("localhost", "127.0.0.1", "::1", "[::1]")
+        self._server = None
+        for bind_host in ([host] if local else ["[::]", "0.0.0.0"]):
+            try:
+                self._server = MasterServer(self._master, port=int(port), host=bind_host,
+                                            extra_servicers=[add_worker_service], start=False)
+                break
+            except Exception as e:  # noqa: BLE001 - tried in turn; the last failure is raised
+                failure = e
+        if self._server is None:
+            self._worker.close()
+            raise failure
+        if int(port) == 0:  # a local server: the real port replaces 0 in the cluster spec
+            d = cluster.as_dict()
+            tasks = dict(enumerate(d[job_name])) if isinstance(d[job_name], list) else d[job_name]
+            tasks[task_index] = f"{host}:{self._server.port}"
+            d[job_name] = tasks
+            self._cluster = ClusterSpec(d)
+        self._host = host
+        self._stopped = False
+        if start:
+            self.start()
+
+    # ------------------------------------------------------------------ wiring
+    def _resolve(self, task_name: str):
+        """Returns the client of a task: this task's in-process worker, else a gRPC client."""
+        if task_name == self._task_name:
+            return self._worker
+        with self._lock:
+            client = self._clients.get(task_name)
+            if client is None:
+                from kernflow.core.framework import device_spec
+                spec = device_spec.DeviceSpec.from_string(task_name)
+                address = self._cluster.task_address(spec.job, spec.task)
+                client = self._clients[task_name] = self._grpc_worker_client(address, task_name)
+            return client
+
+    # ------------------------------------------------------------------ API
+    @staticmethod
+    def create_local_server(config=None, start=True) -> "Server":
+        """Creates a single-task server on a free port of localhost (job "localhost", task 0)."""
+        return Server({"localhost": ["localhost:0"]}, protocol="grpc", config=config, start=start)
+
+    @property
+    def target(self) -> str:
+        """The session target of this server's master, ``grpc://host:port``."""
+        return f"grpc://{self._host}:{self._server.port}"
+
+    @property
+    def server_def(self) -> dict:
+        """The ServerDef-shaped dict this server was built from (with the bound port)."""
+        return {"cluster": self._cluster.as_cluster_def(), "job_name": self._job_name,
+                "task_index": self._task_index, "protocol": "grpc",
+                "default_session_config": self._config}
+
+    @property
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec(self._cluster)
+
+    def start(self) -> None:
+        """Starts serving (idempotent)."""
+        if self._stopped:
+            raise RuntimeError("Cannot start a stopped Server; create a new one")
+        self._server.start()
+
+    def join(self, timeout=None) -> None:
+        """Blocks until the server stops (TF's Server.join blocks forever)."""
+        self._server.join(timeout)
+
+    def stop(self) -> None:
+        """Stops serving, aborts running steps and closes the master's sessions (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._server.stop(0.5)
+        try:
+            self._master.close()
+        finally:
+            self._worker.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False

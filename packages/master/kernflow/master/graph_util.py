@@ -1,0 +1,127 @@
+"""Graph rewrites the master applies around core's place/prune/partition.
+
+* `apply_default_task`: nodes that name no job or task run on the session's client task (TF's
+  distributed placement: unconstrained ops stay on the master's own task), decided per colocation
+  group so a variable's initializer follows the variable to its parameter server.
+* `group_by_task`: core's `partition` returns one GraphDef per device; a worker receives one
+  GraphDef per task, holding the partitions of all its devices.
+"""
+
+from __future__ import annotations
+
+from kernflow.core.framework import device_spec
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.runtime.executor import node_attrs, parse_input
+
+from kernflow.master.devices import task_of
+
+__all__ = ["apply_default_task", "group_by_task"]
+
+
+def _ref_input_flags(op_def, attrs) -> list[bool]:
+    flags = []
+    for a in op_def.inputs:
+        if a.number_attr:
+            k = attrs.get(a.number_attr, 1)
+        elif a.type_list_attr:
+            k = len(attrs.get(a.type_list_attr, []) or [])
+        else:
+            k = 1
+        flags.extend([a.is_ref] * k)
+    return flags
+
+
+def _colocation_groups(nds) -> list[int]:
+    """Returns, for each node, the index of its colocation group's root (the placer's rules)."""
+    index = {nd.name: i for i, nd in enumerate(nds)}
+    parent = list(range(len(nds)))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for i, nd in enumerate(nds):
+        if "_class" in nd.attr:
+            for c in nd.attr["_class"].list.s:
+                c = c.decode() if isinstance(c, bytes) else c
+                if c.startswith("loc:@") and c[5:] in index:
+                    union(i, index[c[5:]])
+        try:
+            op_def = op_def_registry.get(nd.op)
+        except Exception:  # noqa: BLE001 - an unknown op fails later, in the placer, with its name
+            continue
+        flags = _ref_input_flags(op_def, node_attrs(nd, op_def))
+        data = [parse_input(s) for s in nd.input if not s.startswith("^")]
+        for (name, _, _), is_ref in zip(data, flags):
+            if is_ref and name in index:
+                union(i, index[name])
+    return [find(i) for i in range(len(nds))]
+
+
+def apply_default_task(graph_def, task: str):
+    """Returns a copy of `graph_def` where groups naming no job and no task run on `task`.
+
+    A colocation group in which some member names a job or task keeps its constraints (the placer
+    merges them); a group where no member does gets `task`'s job, replica and task merged under
+    each member's own device (so "/device:GPU:0" becomes that task's GPU:0).
+    """
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    nds = list(out.node)
+    roots = _colocation_groups(nds)
+    specs = []
+    constrained = set()
+    for i, nd in enumerate(nds):
+        try:
+            spec = device_spec.DeviceSpec.from_string(nd.device) if nd.device else None
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, None, f"Malformed device specification "
+                                              f"'{nd.device}' of node {nd.name}: {e}") from None
+        specs.append(spec)
+        if spec is not None and (spec.job is not None or spec.task is not None
+                                 or spec.replica is not None):
+            constrained.add(roots[i])
+    for i, nd in enumerate(nds):
+        if roots[i] in constrained:
+            continue
+        nd.device = device_spec.merge_device(task, nd.device)
+    return out
+
+
+def group_by_task(parts: dict) -> dict:
+    """Merges core's per-device partitions into one GraphDef per task.
+
+    Core names a `_Send` after the tensor and the last component of the receiving device, so one
+    producer sending a tensor to CPU:0 of two tasks yields two nodes of the same name; the
+    duplicates get the full receiving device appended (nothing refers to a `_Send` by name).
+    """
+    from kernflow.core.protobuf import graph_pb2
+    by_task: dict[str, graph_pb2.GraphDef] = {}
+    for dev in sorted(parts):
+        task = task_of(dev)
+        g = by_task.get(task)
+        if g is None:
+            g = by_task[task] = graph_pb2.GraphDef()
+            g.versions.CopyFrom(parts[dev].versions)
+        seen = {}
+        for nd in parts[dev].node:
+            if nd.op == "_Send":
+                seen[nd.name] = seen.get(nd.name, 0) + 1
+        dup = {n for n, k in seen.items() if k > 1}
+        for nd in parts[dev].node:
+            new = g.node.add()
+            new.CopyFrom(nd)
+            if nd.name in dup:
+                recv = nd.attr["recv_device"].s
+                recv = recv.decode() if isinstance(recv, bytes) else recv
+                safe = "".join(ch if ch.isalnum() else "_" for ch in recv.strip("/"))
+                new.name = f"{nd.name}__{safe}"
+    return by_task

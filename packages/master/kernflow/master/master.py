@@ -1,0 +1,692 @@
+"""The master: turns a client's steps into partitions run by the workers of a cluster.
+
+The whitepaper's master, as a plain class speaking `master_pb2` messages (the gRPC servicer is a
+thin adapter, so tests run it in process against in-process workers). Per session it keeps the
+graph (grown by ExtendSession), the whole graph placed once per graph version over every task's
+devices (stateful nodes keep their device), and per step signature (feeds, fetches, targets) the
+pruned graph split into one GraphDef per task, registered once with each task's worker.
+
+A step runs every participating task's partition concurrently under a fresh random step id. The
+first failure aborts the step on every other task; the error names the failed task. Every worker
+call has a deadline, and tasks that stay silent are health-checked, so a dead worker fails the
+step instead of hanging it. The master decodes no tensors: feeds and fetches pass through as the
+client's `TensorProto`s.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+
+from opentelemetry import trace as _otel
+
+from kernflow.core.framework import device_spec
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.plugins import manager
+from kernflow.core.runtime.partition import partition
+from kernflow.core.runtime.placer import PlacementOptions, place
+from kernflow.core.runtime.prune import prune
+
+from kernflow.client.protobuf import master_pb2, worker_pb2
+from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
+                                     device_sort_key, task_of, task_sort_key)
+from kernflow.master.graph_util import apply_default_task, group_by_task
+from kernflow.master.threads import ElasticPool, call_all
+
+__all__ = ["Master"]
+
+_log = logging.getLogger(__name__)
+_tracer = _otel.get_tracer("kernflow.master")
+# Errors after which cached registrations may be stale (a worker restarted or vanished).
+_REFRESH_ERRORS = (errors.UnavailableError, errors.AbortedError, errors.NotFoundError,
+                   errors.DeadlineExceededError, errors.CancelledError, errors.InternalError,
+                   errors.UnknownError, errors.DataLossError)
+
+
+def _tracing() -> bool:
+    """True once an application installed an OpenTelemetry SDK (else spans would be no-ops)."""
+    return not isinstance(_otel.get_tracer_provider(), _otel.ProxyTracerProvider)
+
+
+def _as_op_error(err: BaseException, what: str) -> errors.OpError:
+    if isinstance(err, errors.OpError):
+        return err
+    if isinstance(err, TimeoutError):
+        return errors.DeadlineExceededError(None, None, f"{what}: {err}")
+    return errors.InternalError(None, None, f"{what}: {type(err).__name__}: {err}")
+
+
+def _name_task(err: errors.OpError, task: str | None) -> errors.OpError:
+    """Returns `err` (same class) with a message that names `task` (TF's "From TASK:" prefix)."""
+    if task is None or task in err.message:
+        return err
+    try:
+        return type(err)(err.node_def, err.op, f"From {task}:\n{err.message}")
+    except TypeError:  # an OpError subclass with another constructor
+        return errors.make_error(err.error_code, f"From {task}:\n{err.message}")
+
+
+@dataclasses.dataclass
+class _StepPlan:
+    """One step signature, split per task and registered with the workers."""
+    tasks: list                 # participating tasks, sorted
+    graphs: dict                # task -> GraphDef
+    handles: dict               # task -> graph handle
+    arg_task: str | None        # the task holding the _Arg nodes (gets the feeds)
+    retval_task: str | None     # the task holding the _Retval nodes (returns the fetches)
+    incarnations: dict          # device name -> incarnation, as registered
+
+
+class _Session:
+    def __init__(self, handle: str, config, graph_def):
+        from kernflow.core.protobuf import graph_pb2
+        self.handle = handle
+        self.config = config
+        self.graph_def = graph_pb2.GraphDef()
+        self.graph_def.CopyFrom(graph_def)
+        self.version = 0
+        self.lock = threading.RLock()
+        self.devices: list[RemoteDevice] | None = None
+        self.by_name: dict[str, RemoteDevice] = {}
+        self.incarnations: dict[str, int] = {}
+        self.client_device = ""
+        self.unreachable: dict[str, errors.OpError] = {}
+        self.placed = None
+        self.placed_key = None
+        self.stateful_devices: dict[str, str] = {}
+        self.steps: dict[tuple, _StepPlan] = {}
+        self.cost_model = TaskCostModel()
+        self.refresh = True
+        self.closed = False
+
+    @property
+    def filters(self):
+        return list(self.config.device_filters) if self.config is not None else []
+
+    def timeout_ms(self, options) -> int:
+        t = options.timeout_in_ms if options is not None else 0
+        if t <= 0 and self.config is not None:
+            t = self.config.operation_timeout_in_ms
+        return t if t > 0 else 0
+
+
+class Master:
+    """The master service, in process.
+
+    Args:
+        workers: ``{task name: worker client}`` (task names like "/job:worker/task:1"; clients are
+            in-process `Worker`s or `GrpcWorkerClient`s), or a callable ``resolver(task_name)`` that
+            returns the client for a task on every use (then `tasks` lists the task names).
+        config: a `ConfigProto` used by sessions created without one.
+        tasks: the cluster's task names when `workers` is a resolver.
+        local_task: the task this master serves with (a `Server`'s own task): sessions whose
+            device filters admit it use its CPU:0 as the client device, where feeds enter, fetches
+            leave and ops that name no job or task run. Default: the first task (sorted) that the
+            session's device filters admit.
+        rpc_timeout_s: deadline of the short worker calls (GetStatus, RegisterGraph, ...).
+        run_graph_timeout_s: deadline of a RunGraph call when the step itself has no timeout.
+        health_check_interval_s: while a step runs, tasks that have not answered are probed with
+            GetStatus this often; a task that does not answer (or restarted) fails the step.
+        abort_grace_s: how long a failed step waits for the other tasks to stop after AbortStep.
+    """
+
+    def __init__(self, workers, config=None, *, tasks=None, local_task: str | None = None,
+                 rpc_timeout_s: float = 10.0,
+                 run_graph_timeout_s: float = 24 * 3600.0, health_check_interval_s: float = 2.0,
+                 abort_grace_s: float = 2.0):
+        if callable(workers) and not isinstance(workers, dict):
+            if not tasks:
+                raise ValueError("Master(resolver) needs the list of task names (tasks=...)")
+            self._resolve = workers
+            names = [canonical_task(t) for t in tasks]
+        else:
+            mapping = {canonical_task(k): v for k, v in dict(workers).items()}
+            self._resolve = mapping.__getitem__
+            names = list(mapping)
+        if not names:
+            raise ValueError("a Master needs at least one worker task")
+        self.tasks = sorted(set(names), key=task_sort_key)
+        self.local_task = canonical_task(local_task) if local_task else None
+        if self.local_task is not None and self.local_task not in self.tasks:
+            raise ValueError(f"local_task {local_task} is not a task of the cluster ({self.tasks})")
+        self.config = config
+        self.rpc_timeout_s = rpc_timeout_s
+        self.run_graph_timeout_s = run_graph_timeout_s
+        self.health_check_interval_s = health_check_interval_s
+        self.abort_grace_s = abort_grace_s
+        regs = manager.registries()
+        self._kernels = KernelView(regs.kernels)
+        self._type_priority = {t: regs.devices.priority(t) for t in regs.devices.device_types()}
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+        self._pool = ElasticPool()
+
+    # ------------------------------------------------------------------ plumbing
+    def _worker(self, task: str):
+        """Resolves a task to its worker client (on every use: addresses may change)."""
+        try:
+            return self._resolve(task)
+        except KeyError:
+            raise errors.UnavailableError(None, None, f"No worker is known for task {task}") from None
+
+    def _call_tasks(self, tasks, method: str, make_req, timeout_s: float) -> dict:
+        """Calls `method` on every task concurrently; returns ``{task: (response, OpError|None)}``."""
+        def caller(task):
+            return lambda: getattr(self._worker(task), method)(make_req(task), timeout=timeout_s)
+        raw = call_all(self._pool, {t: caller(t) for t in tasks}, timeout_s + 1.0)
+        return {t: (res, None if err is None else _as_op_error(err, f"{method} on task {t}"))
+                for t, (res, err) in raw.items()}
+
+    def _session(self, handle: str) -> _Session:
+        s = self._sessions.get(handle)
+        if s is None or s.closed:
+            raise errors.AbortedError(None, None, f"Session {handle} is not found. Possibly, this "
+                                      "master has restarted, or the session was closed.")
+        return s
+
+    def _tasks_for(self, filters) -> list[str]:
+        if not filters:
+            return list(self.tasks)
+        out = []
+        for t in self.tasks:
+            for f in filters:
+                spec = device_spec.DeviceSpec.from_string(f).replace(device_type=None, device_index=None)
+                if device_spec.is_compatible(spec, t):
+                    out.append(t)
+                    break
+        if not out:
+            raise errors.InvalidArgumentError(None, None, f"No task of the cluster matches the device "
+                                              f"filters {list(filters)}; tasks: {', '.join(self.tasks)}")
+        return out
+
+    def _client_task(self, filters) -> str:
+        tasks = self._tasks_for(filters)
+        return self.local_task if self.local_task in tasks else tasks[0]
+
+    def _gather(self, filters) -> tuple[list[RemoteDevice], dict]:
+        """Asks every (filtered) task for its devices; returns (devices, {task: error})."""
+        tasks = self._tasks_for(filters)
+        got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
+                               self.rpc_timeout_s)
+        devices, unreachable = [], {}
+        for task in tasks:
+            resp, err = got[task]
+            if err is not None:
+                unreachable[task] = _name_task(err, task)
+                continue
+            for attrs in resp.device_attributes:
+                d = RemoteDevice(attrs)
+                if d.task != task:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"Task {task} reports device {d.name}, which belongs to another "
+                        "task: check the cluster spec (each address must serve the task it names)")
+                if filters and not any(device_spec.is_compatible(f, d.name) for f in filters):
+                    continue
+                devices.append(d)
+        devices.sort(key=lambda d: device_sort_key(d.name))
+        return devices, unreachable
+
+    # ------------------------------------------------------------------ sessions
+    def create_session(self, request) -> master_pb2.CreateSessionResponse:
+        """Creates a session holding `request.graph_def`; its graph version starts at 0."""
+        config = request.config if request.HasField("config") else self.config
+        _check_graph(request.graph_def, set())
+        handle = uuid.uuid4().hex
+        s = _Session(handle, config, request.graph_def)
+        self._tasks_for(s.filters)  # validates the filters now rather than at the first step
+        with self._lock:
+            self._sessions[handle] = s
+        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=s.version)
+
+    def extend_session(self, request) -> master_pb2.ExtendSessionResponse:
+        """Adds nodes to a session's graph (the whitepaper's Extend).
+
+        Raises:
+            AbortedError: when `current_graph_version` is not the session's version (another
+                client extended the session meanwhile).
+            InvalidArgumentError: for a node whose name the graph already has.
+        """
+        s = self._session(request.session_handle)
+        with s.lock:
+            if request.current_graph_version != s.version:
+                raise errors.AbortedError(
+                    None, None, f"Current graph version {request.current_graph_version} does not match "
+                    f"the session's graph version {s.version}: the session was extended by another "
+                    "client; create a new session")
+            _check_graph(request.graph_def, {nd.name for nd in s.graph_def.node})
+            s.graph_def.node.extend(request.graph_def.node)
+            if request.graph_def.HasField("versions") and not s.graph_def.HasField("versions"):
+                s.graph_def.versions.CopyFrom(request.graph_def.versions)
+            s.version += 1
+            return master_pb2.ExtendSessionResponse(new_graph_version=s.version)
+
+    def close_session(self, request) -> master_pb2.CloseSessionResponse:
+        """Closes a session and deregisters its graphs from the workers (best effort)."""
+        with self._lock:
+            s = self._sessions.pop(request.session_handle, None)
+        if s is None:
+            raise errors.AbortedError(None, None, f"Session {request.session_handle} is not found.")
+        with s.lock:
+            s.closed = True
+            steps, s.steps = list(s.steps.values()), {}
+        self._deregister(s.handle, steps)
+        return master_pb2.CloseSessionResponse()
+
+    def _deregister(self, handle: str, steps) -> None:
+        pairs = [(t, p.handles[t]) for p in steps for t in p.tasks if t in p.handles]
+        if not pairs:
+            return
+        calls = {}
+        for i, (task, gh) in enumerate(pairs):
+            req = worker_pb2.DeregisterGraphRequest(session_handle=handle, graph_handle=gh)
+            calls[i] = (lambda t=task, r=req: self._worker(t).deregister_graph(r, timeout=self.rpc_timeout_s))
+        for i, (res, err) in call_all(self._pool, calls, self.rpc_timeout_s + 1.0).items():
+            if err is not None:
+                _log.info("DeregisterGraph on %s failed (ignored): %s", pairs[i][0], err)
+
+    def list_devices(self, request) -> master_pb2.ListDevicesResponse:
+        """Lists the devices of every reachable task (the session's filtered ones for a handle).
+
+        The client task's devices are `local_device`, the others' `remote_device`.
+        """
+        filters = self._session(request.session_handle).filters if request.session_handle else []
+        devices, unreachable = self._gather(filters)
+        if not devices and unreachable:
+            raise next(iter(unreachable.values()))
+        local = self._client_task(filters)
+        resp = master_pb2.ListDevicesResponse()
+        for d in devices:
+            (resp.local_device if d.task == local else resp.remote_device).add().CopyFrom(d.attrs)
+        return resp
+
+    def reset(self, request) -> master_pb2.ResetResponse:
+        """Clears resource containers (all when none named) on every (filtered) task.
+
+        Raises:
+            The first task's error, naming it, after every task was tried.
+        """
+        tasks = self._tasks_for(list(request.device_filters))
+        got = self._call_tasks(tasks, "cleanup_all",
+                               lambda t: worker_pb2.CleanupAllRequest(container=request.container),
+                               self.rpc_timeout_s)
+        for task in tasks:
+            if got[task][1] is not None:
+                raise _name_task(got[task][1], task)
+        return master_pb2.ResetResponse()
+
+    def close(self) -> None:
+        """Closes every session (deregistering its graphs)."""
+        for handle in list(self._sessions):
+            try:
+                self.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
+            except errors.OpError:
+                pass
+
+    # ------------------------------------------------------------------ building a step
+    def _refresh_devices(self, s: _Session) -> None:
+        """Re-gathers the devices; drops placements and registrations made for other incarnations."""
+        devices, unreachable = self._gather(s.filters)
+        if not devices:
+            raise next(iter(unreachable.values()), None) or errors.NotFoundError(
+                None, None, "No worker of the cluster reports any device")
+        first_task = self._client_task(s.filters)
+        if first_task in unreachable:
+            raise unreachable[first_task]
+        incarnations = {d.name: d.incarnation for d in devices}
+        if incarnations != s.incarnations:
+            stale = list(s.steps.values())
+            s.steps = {}
+            s.placed = None
+            if stale:
+                self._pool.submit(lambda: self._deregister(s.handle, stale))
+        s.devices, s.incarnations, s.unreachable = devices, incarnations, unreachable
+        s.by_name = {d.name: d for d in devices}
+        mine = [d for d in devices if d.task == first_task]
+        cpus = [d for d in mine if d.device_type == "CPU"]
+        s.client_device = (cpus or mine or devices)[0].name
+        s.refresh = False
+
+    def _placement_options(self, s: _Session) -> PlacementOptions:
+        c = s.config
+        return PlacementOptions(allow_soft_placement=bool(c is not None and c.allow_soft_placement),
+                                log_device_placement=bool(c is not None and c.log_device_placement),
+                                client_device=s.client_device, cost_model=s.cost_model,
+                                type_priority=self._type_priority)
+
+    def _placed(self, s: _Session):
+        """The whole graph placed over the session's devices, once per (graph version, devices)."""
+        key = (s.version, tuple(sorted(s.incarnations.items())))
+        if s.placed is not None and s.placed_key == key:
+            return s.placed
+        pinned = type(s.graph_def)()
+        pinned.CopyFrom(s.graph_def)
+        for nd in pinned.node:
+            dev = s.stateful_devices.get(nd.name)
+            if dev is not None and dev in s.by_name:
+                nd.device = dev
+        pinned = apply_default_task(pinned, task_of(s.client_device))
+        try:
+            placed = place(pinned, s.devices, self._kernels, self._placement_options(s))
+        except errors.InvalidArgumentError as e:
+            blamed = _blame_unreachable(pinned, s) if s.unreachable else None
+            if blamed is None:
+                raise
+            node, task = blamed
+            s.refresh = True
+            raise errors.UnavailableError(
+                None, None, f"Cannot place node {node.name} on '{node.device}': task {task} is "
+                f"unreachable ({s.unreachable[task].message})") from e
+        for nd in placed.node:
+            if op_def_registry.get(nd.op).stateful:
+                s.stateful_devices[nd.name] = nd.device
+        s.placed, s.placed_key = placed, key
+        return placed
+
+    def _prepare(self, s: _Session, sig: tuple) -> _StepPlan:
+        with s.lock:
+            if s.closed:
+                raise errors.AbortedError(None, None, f"Session {s.handle} was closed.")
+            refreshed = s.refresh
+            if refreshed:
+                self._refresh_devices(s)
+            plan = s.steps.get(sig)
+            if plan is not None:
+                return plan
+            if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
+                self._refresh_devices(s)
+            feeds, fetches, targets = sig
+            placed = self._placed(s)
+            pruned = prune(placed, feeds, fetches, targets, client_device=s.client_device)
+            graphs = group_by_task(partition(pruned, s.incarnations))
+            arg_task = retval_task = None
+            for task, g in graphs.items():
+                for nd in g.node:
+                    if nd.op == "_Arg":
+                        arg_task = task
+                    elif nd.op == "_Retval":
+                        retval_task = task
+            tasks = sorted(graphs, key=task_sort_key)
+            got = self._call_tasks(
+                tasks, "register_graph",
+                lambda t: worker_pb2.RegisterGraphRequest(session_handle=s.handle, graph_def=graphs[t],
+                                                          config=s.config),
+                self.rpc_timeout_s)
+            handles, failure = {}, None
+            for task in tasks:
+                resp, err = got[task]
+                if err is None:
+                    handles[task] = resp.graph_handle
+                elif failure is None:
+                    failure = _name_task(err, task)
+            plan = _StepPlan(tasks, graphs, handles, arg_task, retval_task, dict(s.incarnations))
+            if failure is not None:
+                self._pool.submit(lambda: self._deregister(s.handle, [plan]))
+                if isinstance(failure, _REFRESH_ERRORS):
+                    s.refresh = True
+                raise failure
+            s.steps[sig] = plan
+            return plan
+
+    # ------------------------------------------------------------------ running a step
+    def run_step(self, request) -> master_pb2.RunStepResponse:
+        """Runs one step: feeds go to the task holding the _Args, fetches come from the _Retvals.
+
+        With tracing on, the step is a "Master.RunStep" span (a child of the caller's trace) with a
+        "RunGraph" child per task, whose context travels on to the workers.
+
+        Raises:
+            The failing task's error (its class; the message names the task and, for a kernel,
+            the node), `UnavailableError`/`AbortedError` for a worker that died or restarted,
+            `DeadlineExceededError` when the step's timeout passed.
+        """
+        if not _tracing():
+            return self._run_step(request)
+        with _tracer.start_as_current_span("Master.RunStep", record_exception=True) as span:
+            span.set_attribute("kernflow.session", request.session_handle)
+            span.set_attribute("kernflow.fetch_count", len(request.fetch))
+            return self._run_step(request)
+
+    def _run_step(self, request) -> master_pb2.RunStepResponse:
+        s = self._session(request.session_handle)
+        options = request.options if request.HasField("options") else None
+        sig = (tuple(t.name for t in request.feed), tuple(request.fetch), tuple(request.target))
+        if len(set(sig[0])) != len(sig[0]):
+            raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
+        plan = None if s.refresh else s.steps.get(sig)
+        if plan is None:
+            try:
+                plan = self._prepare(s, sig)
+            except _REFRESH_ERRORS:
+                s.refresh = True
+                raise
+        resp = master_pb2.RunStepResponse()
+        if not plan.tasks:
+            return resp
+        trace = options is not None and options.trace_level > 0
+        timeout_ms = s.timeout_ms(options)
+        step_id = random.getrandbits(63) or 1
+        reqs = {}
+        for task in plan.tasks:
+            r = worker_pb2.RunGraphRequest(session_handle=s.handle, graph_handle=plan.handles[task],
+                                           step_id=step_id, collect_stats=trace, timeout_in_ms=timeout_ms)
+            if task == plan.arg_task:
+                r.send.extend(request.feed)
+            if task == plan.retval_task:
+                r.recv_key.extend(request.fetch)
+            reqs[task] = r
+        try:
+            results = self._run_tasks(s, plan, step_id, reqs, timeout_ms)
+        except errors.OpError as e:
+            if isinstance(e, _REFRESH_ERRORS):
+                s.refresh = True
+            raise
+        finally:
+            self._cleanup(plan.tasks, step_id)
+        if plan.retval_task is not None:
+            recv = results[plan.retval_task].recv
+            if len(recv) != len(request.fetch):
+                raise errors.InternalError(None, None, f"Task {plan.retval_task} returned {len(recv)} "
+                                           f"tensors for {len(request.fetch)} fetches")
+            for name, nt in zip(request.fetch, recv):
+                resp.tensor.add(name=name).tensor.CopyFrom(nt.tensor)
+        if trace:
+            self._record_stats(s, results, resp.metadata.step_stats)
+        if options is not None and options.output_partition_graphs:
+            for task in plan.tasks:
+                resp.metadata.partition_graphs.add().CopyFrom(plan.graphs[task])
+        return resp
+
+    def _record_stats(self, s: _Session, results: dict, step_stats) -> None:
+        for task in sorted(results, key=task_sort_key):
+            for ds in results[task].step_stats.dev_stats:
+                step_stats.dev_stats.add().CopyFrom(ds)
+                dev = s.by_name.get(device_spec.canonical_name(ds.device)) if ds.device else None
+                if dev is None:
+                    continue
+                for ns in ds.node_stats:
+                    if ns.op_type not in ("_Send", "_Recv", "_Arg", "_Retval"):
+                        secs = (ns.op_end_rel_micros - ns.op_start_rel_micros) / 1e6
+                        s.cost_model.record(ns.node_name, dev.device_type, max(secs, 0.0))
+
+    def _cleanup(self, tasks, step_id: int) -> None:
+        """Frees the step's state on every task, in the background (best effort)."""
+        req = worker_pb2.CleanupGraphRequest(step_id=step_id)
+        for task in tasks:
+            def run(task=task):
+                try:
+                    self._worker(task).cleanup_graph(req, timeout=self.rpc_timeout_s)
+                except Exception as e:  # noqa: BLE001 - best effort
+                    _log.info("CleanupGraph of step %d on %s failed (ignored): %s", step_id, task, e)
+            self._pool.submit(run)
+
+    def _abort(self, tasks, step_id: int, code: int, message: str) -> None:
+        req = worker_pb2.AbortStepRequest(step_id=step_id, code=code, message=message)
+        for task in tasks:
+            def run(task=task):
+                try:
+                    self._worker(task).abort_step(req, timeout=self.rpc_timeout_s)
+                except Exception as e:  # noqa: BLE001 - the task's RunGraph reports its own failure
+                    _log.info("AbortStep of step %d on %s failed: %s", step_id, task, e)
+            self._pool.submit(run)
+
+    def _run_tasks(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict, timeout_ms: int) -> dict:
+        """Runs every task's RunGraph concurrently, watching deadlines and the tasks' health."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        start = time.monotonic()
+        deadline = start + timeout_ms / 1000.0 if timeout_ms else None
+        rpc_deadline_s = timeout_ms / 1000.0 + 1.0 if timeout_ms else self.run_graph_timeout_s
+        if len(reqs) == 1:
+            # One task: nothing to coordinate, so call it on this thread (saves two thread hand-offs
+            # per step). The call's deadline bounds it, and a dead peer fails it (gRPC keepalive).
+            ((task, req),) = reqs.items()
+            try:
+                return {task: self._worker(task).run_graph(req, timeout=rpc_deadline_s)}
+            except Exception as e:  # noqa: BLE001 - reported as a TF error naming the task
+                err = _name_task(_as_op_error(e, f"RunGraph on task {task}"), task)
+                if timeout_ms and isinstance(err, errors.DeadlineExceededError):
+                    err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms "
+                                                       f"waiting for the step to finish: {err.message}")
+                raise err from None
+
+        traced = _tracing()
+        for task, req in reqs.items():
+            def call(task=task, req=req):
+                if not traced:
+                    return self._worker(task).run_graph(req, timeout=rpc_deadline_s)
+                with _tracer.start_as_current_span("RunGraph", record_exception=True) as span:
+                    span.set_attribute("kernflow.task", task)
+                    span.set_attribute("kernflow.step_id", step_id)
+                    return self._worker(task).run_graph(req, timeout=rpc_deadline_s)
+
+            def run(task=task, call=call, ctx=contextvars.copy_context() if traced else None):
+                try:
+                    q.put(("run", task, ctx.run(call) if ctx is not None else call(), None))
+                except BaseException as e:  # noqa: BLE001 - reported to the step
+                    q.put(("run", task, None, e))
+            self._pool.submit(run)
+
+        pending = set(reqs)
+        results: dict = {}
+        failures: list = []            # (task or None, OpError), in arrival order
+        give_up_at = None              # set once the step failed: wait this long for the others
+        next_probe = start + self.health_check_interval_s
+        probing = False
+
+        def fail(task, err):
+            nonlocal give_up_at
+            failures.append((task, err))
+            if give_up_at is None:
+                give_up_at = time.monotonic() + self.abort_grace_s
+                what = f"task {task} failed" if task else "the step timed out"
+                self._abort([t for t in reqs if t != task], step_id, errors.ABORTED,
+                            f"Step {step_id} aborted because {what}: {err.message}")
+
+        while pending:
+            now = time.monotonic()
+            if give_up_at is not None and now >= give_up_at:
+                break
+            if deadline is not None and now >= deadline and give_up_at is None:
+                fail(None, errors.DeadlineExceededError(
+                    None, None, f"Timed out after {timeout_ms} ms waiting for the step to finish "
+                    f"(tasks still running: {', '.join(sorted(pending, key=task_sort_key))})"))
+                continue
+            until = [give_up_at or float("inf"), deadline or float("inf"),
+                     next_probe if give_up_at is None and not probing else float("inf")]
+            try:
+                kind, task, res, err = q.get(timeout=max(0.0, min(until) - now) if min(until) < float("inf")
+                                             else None)
+            except queue.Empty:
+                if give_up_at is None and not probing and time.monotonic() >= next_probe:
+                    probing = True
+                    self._probe(sorted(pending), plan, q)
+                continue
+            if kind == "probe":
+                probing = False
+                next_probe = time.monotonic() + self.health_check_interval_s
+                if err is not None and task in pending and give_up_at is None:
+                    fail(task, err)
+                continue
+            pending.discard(task)
+            if err is None:
+                results[task] = res
+            else:
+                fail(task, _as_op_error(err, f"RunGraph on task {task}"))
+        if not failures:
+            return results
+        task, err = min(failures, key=lambda f: (_secondary(f[1]), failures.index(f)))
+        err = _name_task(err, task)
+        if deadline is not None and task is not None and isinstance(err, errors.DeadlineExceededError):
+            err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
+                                               f"for the step to finish: {err.message}")
+        raise err
+
+    def _probe(self, tasks, plan: _StepPlan, q) -> None:
+        """Health-checks `tasks` in the background; reports ("probe", task, None, error|None)."""
+        expected = {}
+        for name, inc in plan.incarnations.items():
+            expected.setdefault(task_of(name), {})[name] = inc
+
+        def run():
+            got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
+                                   self.rpc_timeout_s)
+            bad = None
+            for task in tasks:
+                resp, err = got[task]
+                if err is not None:
+                    bad = (task, errors.UnavailableError(
+                        None, None, f"Task {task} did not answer a health check while running step: "
+                        f"{err.message}"))
+                    break
+                now = {RemoteDevice(a).name: int(a.incarnation) for a in resp.device_attributes}
+                if any(now.get(n) != inc for n, inc in expected.get(task, {}).items()):
+                    bad = (task, errors.AbortedError(
+                        None, None, f"Task {task} restarted while running the step (its devices have "
+                        "a new incarnation); the step's state there is lost"))
+                    break
+            q.put(("probe", bad[0] if bad else None, None, bad[1] if bad else None))
+        self._pool.submit(run)
+
+
+def _blame_unreachable(graph_def, s: _Session):
+    """Returns (node, task) for a node that only an unreachable task could host, or None."""
+    for nd in graph_def.node:
+        if not nd.device:
+            continue
+        spec = device_spec.DeviceSpec.from_string(nd.device)
+        if spec.job is None or any(device_spec.is_compatible(spec, d.name) for d in s.devices):
+            continue
+        where = spec.replace(device_type=None, device_index=None)
+        for task in sorted(s.unreachable, key=task_sort_key):
+            if device_spec.is_compatible(where, task):
+                return nd, task
+    return None
+
+
+def _secondary(err: errors.OpError) -> int:
+    """Ranks a step's failures so the root cause comes first.
+
+    0: a failure of the task's own work; 1: one that reached the task through a `_Recv` (another
+    task's error, passed on by the rendezvous); 2: a consequence of the master's AbortStep.
+    """
+    if isinstance(err, (errors.AbortedError, errors.CancelledError)):
+        return 2
+    return 1 if "(_Recv)]]" in err.message else 0
+
+
+def _check_graph(graph_def, existing: set) -> None:
+    """Rejects duplicate node names and unknown op types before they enter a session's graph."""
+    names = set(existing)
+    for nd in graph_def.node:
+        if not nd.name:
+            raise errors.InvalidArgumentError(None, None, f"A node of type {nd.op} has no name")
+        if nd.name in names:
+            raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}' is already in the graph")
+        names.add(nd.name)
+        op_def_registry.get(nd.op)

@@ -1,0 +1,106 @@
+"""`MasterServer`: a gRPC server for a `Master` (and, optionally, other services on the same port).
+
+A TF task serves the master and the worker service on one port, so ``grpc://host:port`` of any task
+of a cluster is a valid session target; `kernflow.core.train.server_lib.Server` does the same by
+handing this server the worker's servicer through `extra_servicers`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import grpc
+
+from kernflow.client import channels
+from kernflow.client.protobuf import master_pb2_grpc
+from kernflow.core.framework import errors
+from kernflow.master.servicer import MasterServicer
+
+__all__ = ["MasterServer", "SERVER_OPTIONS"]
+
+# Unlimited message sizes (feeds and fetches travel as raw bytes in one message), the clients'
+# keepalive pings accepted, no port sharing: the options every kernflow server uses.
+SERVER_OPTIONS = tuple(channels.SERVER_OPTIONS)
+
+
+class MasterServer:
+    """Serves `master` over gRPC at ``host:port`` (port 0 picks a free port).
+
+    Args:
+        master: a `kernflow.master.master.Master`.
+        port: the port to bind; 0 picks one (see `port`).
+        host: the interface to bind ("127.0.0.1", "0.0.0.0", "[::]", a host name).
+        max_workers: threads serving RPCs (a running step holds one for its duration, and so does
+            a RecvTensor waiting for its tensor when the worker service shares the port).
+        extra_servicers: callables ``add(grpc_server)`` registering more services on this port.
+        start: start serving now (else call `start`).
+
+    Raises:
+        UnavailableError: when the port cannot be bound.
+    """
+
+    def __init__(self, master, port: int = 0, host: str = "127.0.0.1", *, max_workers: int = 128,
+                 extra_servicers=(), start: bool = True):
+        self.master = master
+        self.host = host
+        self._server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                  thread_name_prefix="kernflow-master-rpc"),
+            options=SERVER_OPTIONS)
+        master_pb2_grpc.add_MasterServiceServicer_to_server(MasterServicer(master), self._server)
+        for add in extra_servicers:
+            add(self._server)
+        try:
+            bind = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else \
+                f"{host}:{int(port)}"
+            self.port = self._server.add_insecure_port(bind)
+        except RuntimeError as e:
+            self.port = 0
+            cause = e
+        else:
+            cause = None
+        if not self.port:
+            raise errors.UnavailableError(None, None, f"could not bind the master's gRPC server to "
+                                          f"{host}:{port}" + (f": {cause}" if cause else ""))
+        self._started = False
+        self._stopped = threading.Event()
+        if start:
+            self.start()
+
+    @property
+    def address(self) -> str:
+        """``host:port`` a client on this machine can dial."""
+        host = self.host
+        if host in ("0.0.0.0", "[::]", "::", ""):
+            host = "localhost"
+        return f"{host}:{self.port}"
+
+    @property
+    def target(self) -> str:
+        """The session target, ``grpc://host:port``."""
+        return f"grpc://{self.address}"
+
+    def start(self) -> None:
+        """Starts serving (idempotent)."""
+        if not self._started:
+            self._started = True
+            self._server.start()
+
+    def stop(self, grace: float | None = 0.5) -> None:
+        """Stops serving; in-flight RPCs get `grace` seconds to finish."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._server.stop(grace).wait()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Blocks until the server stops (or `timeout` passes); True once stopped."""
+        return self._stopped.wait(timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False

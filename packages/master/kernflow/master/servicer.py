@@ -1,0 +1,47 @@
+"""`MasterServicer`: the gRPC face of a `Master` (one line per RPC, errors become statuses).
+
+Every exception a method raises ends that RPC with the matching status code (`rpc_errors.rpc_method`:
+a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) and the server keeps
+serving. The caller's trace context (W3C headers in the call metadata) becomes current while the
+master works on the request, so worker calls made for it join the caller's trace.
+"""
+
+from __future__ import annotations
+
+from kernflow.client import channels
+from kernflow.client.protobuf import master_pb2_grpc
+from kernflow.client.rpc_errors import rpc_method
+
+__all__ = ["MasterServicer"]
+
+
+class MasterServicer(master_pb2_grpc.MasterServiceServicer):
+    """Serves one `Master` (or any object with its methods) over gRPC."""
+
+    def __init__(self, master):
+        self._master = master
+
+    @rpc_method
+    def CreateSession(self, request, context):
+        return self._master.create_session(request)
+
+    @rpc_method
+    def ExtendSession(self, request, context):
+        return self._master.extend_session(request)
+
+    @rpc_method
+    def RunStep(self, request, context):
+        with channels.attach_incoming_context(context):
+            return self._master.run_step(request)
+
+    @rpc_method
+    def CloseSession(self, request, context):
+        return self._master.close_session(request)
+
+    @rpc_method
+    def ListDevices(self, request, context):
+        return self._master.list_devices(request)
+
+    @rpc_method
+    def Reset(self, request, context):
+        return self._master.reset(request)

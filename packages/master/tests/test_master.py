@@ -1,0 +1,414 @@
+"""The master with in-process workers: placement over tasks, caching, sharing, failures."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kernflow.core as kf
+from kernflow.client.protobuf import master_pb2, worker_pb2
+from kernflow.core.framework import errors
+from kernflow.core.protobuf import config_pb2
+
+T0 = "/job:worker/replica:0/task:0"
+T1 = "/job:worker/replica:0/task:1"
+
+
+def _device(spec):
+    return kf.device(spec) if spec else contextlib.nullcontext()
+
+
+def _model(task1=None):
+    """A small deterministic graph; with `task1`, its middle runs on that task."""
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [None, 4], name="x")
+        w = kf.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="w")
+        with _device(task1):
+            h = kf.tanh(kf.matmul(x, w) + 0.25)
+            s = kf.reduce_sum(h * h, axis=1)
+        out = kf.sqrt(s + 1.0) * 3.0
+    return g, x, h, out
+
+
+def test_graph_over_two_tasks_matches_embedded_bit_for_bit(make_cluster):
+    xv = np.random.RandomState(0).randn(5, 4).astype(np.float32)
+    g, x, h, out = _model()
+    with kf.Session(graph=g) as sess:
+        want_h, want_out = sess.run([h, out], {x: xv})
+    c = make_cluster()
+    g2, x2, h2, out2 = _model("/job:worker/task:1")
+    s = c.session(g2)
+    opts = config_pb2.RunOptions(output_partition_graphs=True)
+    resp = s.run_raw([h2, out2], {x2: xv}, options=opts)
+    from kernflow.client import codec
+    got_h, got_out = (codec.proto_to_tensor(t.tensor) for t in resp.tensor)
+    assert got_h.tobytes() == want_h.tobytes() and got_out.tobytes() == want_out.tobytes()
+    assert [t.name for t in resp.tensor] == [h2.name, out2.name]
+    # Both tasks ran a partition, the MatMul on task 1 and the feeds/fetches on task 0.
+    devices = {nd.name: nd.device for pg in resp.metadata.partition_graphs for nd in pg.node}
+    assert devices["MatMul"].startswith(T1)
+    assert devices["Sqrt"].startswith(T0)
+    assert c.spies[T0].calls["run_graph"] == 1 and c.spies[T1].calls["run_graph"] == 1
+
+
+def test_unconstrained_ops_stay_on_the_client_task(make_cluster):
+    c = make_cluster({"worker": 3})
+    g = kf.Graph()
+    with g.as_default():
+        a = kf.constant(2.0)
+        b = kf.constant(3.0)
+        out = a * b + a
+    assert c.session(g).run(out) == 8.0
+    assert c.spies[T0].calls["run_graph"] == 1
+    assert c.spies[T1].calls["run_graph"] == 0
+    assert c.spies["/job:worker/replica:0/task:2"].calls["run_graph"] == 0
+
+
+def test_local_task_is_the_client_task(make_cluster):
+    c = make_cluster({"worker": 2}, local_task="/job:worker/task:1")
+    g = kf.Graph()
+    with g.as_default():
+        out = kf.constant(2.0) * 4.0
+    assert c.session(g).run(out) == 8.0
+    assert c.spies[T1].calls["run_graph"] == 1 and c.spies[T0].calls["run_graph"] == 0
+    resp = c.master.list_devices(master_pb2.ListDevicesRequest())
+    assert [d.name for d in resp.local_device] == [T1 + "/device:CPU:0"]
+    assert [d.name for d in resp.remote_device] == [T0 + "/device:CPU:0"]
+
+
+def test_variables_on_a_ps_task_are_shared_by_two_sessions(make_cluster):
+    c = make_cluster({"ps": 1, "worker": 2}, local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:ps/task:0"):
+            v = kf.Variable(np.zeros(3, np.float32), name="v")
+        with kf.device("/job:worker/task:1"):
+            delta = kf.constant(np.array([1, 2, 3], np.float32)) * 2.0
+        inc = kf.assign_add(v, delta)
+        init = kf.global_variables_initializer()
+    a, b = c.session(g), c.session(g)
+    a.run(targets=[init])
+    np.testing.assert_array_equal(a.run(inc), [2, 4, 6])
+    np.testing.assert_array_equal(b.run(inc), [4, 8, 12])
+    np.testing.assert_array_equal(a.run(v.value()), [4, 8, 12])
+    ps = c.spies["/job:ps/replica:0/task:0"]
+    assert ps.calls["run_graph"] >= 3
+    # The variable lives in the ps task's device, not on the workers.
+    ps_vars = [ps.inner.devices[0].resource_mgr.lookup(c, "v")
+               for c in ps.inner.devices[0].resource_mgr.containers()]
+    np.testing.assert_array_equal(ps_vars[0].read(), [4, 8, 12])
+    for t in (T0, T1):
+        assert not c.spies[t].inner.devices[0].resource_mgr.containers()
+
+
+def test_a_cached_step_registers_once_per_task(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xv = np.ones((2, 4), np.float32)
+    for _ in range(4):
+        s.run(out, {x: xv})
+    assert c.spies[T0].calls["register_graph"] == 1
+    assert c.spies[T1].calls["register_graph"] == 1
+    assert c.spies[T0].calls["run_graph"] == 4
+    s.run(h, {x: xv})  # a new signature registers new graphs
+    assert c.spies[T0].calls["register_graph"] == 2
+    assert c.spies[T1].calls["register_graph"] == 2
+    # Every step's state was cleaned up on every task (in the background).
+    deadline = time.time() + 5
+    while time.time() < deadline and c.spies[T1].calls["cleanup_graph"] < 5:
+        time.sleep(0.01)
+    assert c.spies[T0].calls["cleanup_graph"] == 5 and c.spies[T1].calls["cleanup_graph"] == 5
+    # Closing the session deregisters its graphs.
+    s.close()
+    assert c.spies[T0].calls["deregister_graph"] == 2 and c.spies[T1].calls["deregister_graph"] == 2
+    with pytest.raises(errors.AbortedError, match="not found"):
+        s.run(out, {x: xv})
+
+
+def test_extending_the_graph_keeps_variables_in_place(make_cluster):
+    c = make_cluster({"ps": 2, "worker": 1})
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:ps"):
+            v = kf.Variable(1.0, name="v")
+        init = kf.global_variables_initializer()
+    s = c.session(g)
+    s.run(targets=[init])
+    with g.as_default():
+        doubled = kf.assign(v, v * 2.0)
+    assert s.run(doubled) == 2.0
+    with g.as_default():
+        more = kf.assign_add(v, 0.5)
+    assert s.run(more) == 2.5
+    assert s.version == 2
+
+
+def test_a_failing_kernel_aborts_the_step_and_names_the_node(make_cluster):
+    c = make_cluster()
+    g = kf.Graph()
+    with g.as_default():
+        a = kf.placeholder(kf.float32, [None, None], name="a")
+        b = kf.placeholder(kf.float32, [None, None], name="b")
+        with kf.device("/job:worker/task:1"):
+            bad = kf.matmul(a, b, name="bad_matmul")
+        out = bad + 1.0
+    s = c.session(g)
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        s.run(out, {a: np.ones((2, 3)), b: np.ones((2, 3))})
+    assert "bad_matmul" in str(e.value) and str(e.value).startswith(f"From {T1}:")
+    # The first task to report aborted the step on the other (which one reports first varies:
+    # task 0's Recv passes task 1's error on).
+    assert c.spies[T0].calls["abort_step"] + c.spies[T1].calls["abort_step"] == 1
+    # The session still works after a failed step.
+    np.testing.assert_array_equal(s.run(out, {a: np.ones((2, 3)), b: np.ones((3, 1))}), np.full((2, 1), 4.0))
+
+
+def test_an_unavailable_worker_fails_the_step_quickly(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xv = np.ones((2, 4), np.float32)
+    s.run(out, {x: xv})  # registered and working
+
+    def die(req):
+        time.sleep(0.2)
+        raise errors.UnavailableError(None, None, "connection reset by peer")
+    c.spies[T1].hooks["run_graph"] = die
+    t = time.time()
+    with pytest.raises(errors.UnavailableError) as e:
+        s.run(out, {x: xv})
+    assert time.time() - t < 5
+    assert T1 in str(e.value) and "connection reset" in str(e.value)
+    assert c.spies[T0].calls["abort_step"] == 1 and c.spies[T1].calls["abort_step"] == 0
+    # Task 0's RunGraph ended (aborted) rather than waiting for its Recv.
+    assert c.spies[T0].calls["run_graph"] == 2
+
+
+def test_a_hung_worker_is_found_by_the_health_check(make_cluster):
+    c = make_cluster(health_check_interval_s=0.2, rpc_timeout_s=1.0, abort_grace_s=0.5)
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xv = np.ones((2, 4), np.float32)
+    s.run(out, {x: xv})
+    release = threading.Event()
+    c.spies[T1].hooks["run_graph"] = lambda req: release.wait(30)
+
+    def unreachable(req):
+        raise errors.UnavailableError(None, None, "failed to connect to all addresses")
+    c.spies[T1].hooks["get_status"] = unreachable
+    t = time.time()
+    try:
+        with pytest.raises(errors.UnavailableError) as e:
+            s.run(out, {x: xv})
+    finally:
+        release.set()
+    assert time.time() - t < 5
+    assert T1 in str(e.value) and "health check" in str(e.value)
+
+
+def test_a_step_timeout_is_a_deadline_exceeded_error(make_cluster):
+    c = make_cluster(abort_grace_s=0.5)
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xv = np.ones((2, 4), np.float32)
+    release = threading.Event()
+    c.spies[T1].hooks["run_graph"] = lambda req: release.wait(30)
+    t = time.time()
+    try:
+        with pytest.raises(errors.DeadlineExceededError, match="300 ms"):
+            s.run(out, {x: xv}, options=config_pb2.RunOptions(timeout_in_ms=300))
+    finally:
+        release.set()
+    assert time.time() - t < 5
+    # The hung task was aborted (task 0 may have timed out by itself: it got the deadline too).
+    assert c.spies[T1].calls["abort_step"] == 1
+
+
+def test_the_config_operation_timeout_applies(make_cluster):
+    c = make_cluster(abort_grace_s=0.5)
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g, config=config_pb2.ConfigProto(operation_timeout_in_ms=200))
+    release = threading.Event()
+    c.spies[T1].hooks["run_graph"] = lambda req: release.wait(30)
+    try:
+        with pytest.raises(errors.DeadlineExceededError):
+            s.run(out, {x: np.ones((1, 4))})
+    finally:
+        release.set()
+
+
+def test_a_restarted_worker_fails_one_step_then_recovers(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xv = np.ones((2, 4), np.float32)
+    want = s.run(out, {x: xv})
+    c.replace_worker(T1)
+    with pytest.raises((errors.NotFoundError, errors.AbortedError)) as e:
+        s.run(out, {x: xv})
+    assert T1 in str(e.value)
+    np.testing.assert_array_equal(s.run(out, {x: xv}), want)
+    assert c.spies[T1].calls["register_graph"] == 1
+
+
+def test_stale_extend_session_is_aborted(make_cluster):
+    c = make_cluster()
+    g = kf.Graph()
+    with g.as_default():
+        kf.constant(1.0, name="a")
+    s = c.session(g)
+    with g.as_default():
+        kf.constant(2.0, name="b")
+    s.sync()
+    assert s.version == 1
+    delta = master_pb2.ExtendSessionRequest(session_handle=s.handle, current_graph_version=0)
+    delta.graph_def.node.add(name="c", op="NoOp")
+    with pytest.raises(errors.AbortedError, match="graph version"):
+        c.master.extend_session(delta)
+    dup = master_pb2.ExtendSessionRequest(session_handle=s.handle, current_graph_version=1)
+    dup.graph_def.node.add(name="a", op="NoOp")
+    with pytest.raises(errors.InvalidArgumentError, match="already"):
+        c.master.extend_session(dup)
+
+
+def test_tracing_returns_step_stats_of_every_task(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    resp = s.run_raw([out], {x: np.ones((2, 4), np.float32)},
+                     options=config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE))
+    devs = {ds.device for ds in resp.metadata.step_stats.dev_stats}
+    assert T0 + "/device:CPU:0" in devs and T1 + "/device:CPU:0" in devs
+    sess = next(iter(c.master._sessions.values()))
+    assert sess.cost_model.measured("MatMul", "CPU") is not None
+
+
+def test_reset_clears_variables_on_every_task(make_cluster):
+    c = make_cluster()
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:1"):
+            v = kf.Variable(3.0, name="v")
+        init = kf.global_variables_initializer()
+    s = c.session(g)
+    s.run(targets=[init])
+    assert s.run(v.value()) == 3.0
+    c.master.reset(master_pb2.ResetRequest())
+    assert c.spies[T0].calls["cleanup_all"] == 1 and c.spies[T1].calls["cleanup_all"] == 1
+    with pytest.raises(errors.FailedPreconditionError):
+        s.run(v.value())
+
+
+def test_device_filters_hide_other_tasks(make_cluster):
+    c = make_cluster({"worker": 3})
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:2"):
+            a = kf.constant(1.0)
+        out = a + 1.0
+    cfg = config_pb2.ConfigProto(device_filters=["/job:worker/task:1", "/job:worker/task:2"])
+    s = c.session(g, config=cfg)
+    assert s.run(out) == 2.0
+    assert c.spies[T0].calls["get_status"] == 0 and c.spies[T0].calls["run_graph"] == 0
+    assert c.spies[T1].calls["run_graph"] == 1   # the client task: the first the filters admit
+    hidden = c.session(g, config=config_pb2.ConfigProto(device_filters=["/job:worker/task:0"]))
+    with pytest.raises(errors.InvalidArgumentError, match="task:2"):
+        hidden.run(out)
+
+
+def test_unknown_sessions_and_bad_graphs(make_cluster):
+    c = make_cluster()
+    with pytest.raises(errors.AbortedError):
+        c.master.run_step(master_pb2.RunStepRequest(session_handle="nope", fetch=["a:0"]))
+    bad = master_pb2.CreateSessionRequest()
+    bad.graph_def.node.add(name="x", op="NoSuchOp")
+    with pytest.raises(errors.NotFoundError, match="NoSuchOp"):
+        c.master.create_session(bad)
+    g = kf.Graph()
+    with g.as_default():
+        kf.constant(1.0, name="a")
+    s = c.session(g)
+    with pytest.raises(errors.NotFoundError, match="missing"):
+        c.master.run_step(master_pb2.RunStepRequest(session_handle=s.handle, fetch=["missing:0"]))
+    assert s.run_raw([], targets=[]).tensor == []
+
+
+def test_concurrent_steps_of_one_session(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+    xs = [np.full((3, 4), i, np.float32) for i in range(8)]
+    want = [s.run(out, {x: xv}) for xv in xs]
+    got = [None] * len(xs)
+
+    def run(i):
+        for _ in range(5):
+            got[i] = s.run(out, {x: xs[i]})
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_get_status_failure_of_another_task_is_not_fatal(make_cluster):
+    c = make_cluster()
+
+    def down(req):
+        raise errors.UnavailableError(None, None, "down")
+    c.spies[T1].hooks["get_status"] = down
+    g = kf.Graph()
+    with g.as_default():
+        out = kf.constant(2.0) + 1.0
+    assert c.session(g).run(out) == 3.0
+    g2 = kf.Graph()
+    with g2.as_default():
+        with kf.device("/job:worker/task:1"):
+            out2 = kf.constant(2.0) + 1.0
+    with pytest.raises(errors.UnavailableError, match="unreachable") as e:
+        c.session(g2).run(out2)
+    assert T1 in str(e.value) and "down" in str(e.value)
+    del c.spies[T1].hooks["get_status"]   # the task is back: the same session recovers
+    s2 = c.session(g2)
+    with pytest.raises(errors.UnavailableError):
+        c.spies[T1].hooks["get_status"] = down
+        s2.run(out2)
+    del c.spies[T1].hooks["get_status"]
+    assert s2.run(out2) == 3.0
+
+
+def test_list_devices_and_master_arguments(make_cluster):
+    c = make_cluster({"ps": 1, "worker": 2})
+    resp = c.master.list_devices(master_pb2.ListDevicesRequest())
+    names = [d.name for d in list(resp.local_device) + list(resp.remote_device)]
+    assert names == ["/job:ps/replica:0/task:0/device:CPU:0", T0 + "/device:CPU:0", T1 + "/device:CPU:0"]
+    from kernflow.master.master import Master
+    with pytest.raises(ValueError, match="tasks"):
+        Master(lambda t: None)
+    with pytest.raises(ValueError):
+        Master({"/job:worker": object()})
+    assert Master({"/job:w/task:10": 1, "/job:w/task:2": 2}).tasks == ["/job:w/replica:0/task:2",
+                                                                       "/job:w/replica:0/task:10"]
+    assert isinstance(worker_pb2.GetStatusRequest(), worker_pb2.GetStatusRequest)
+
+
+def test_one_tensor_sent_to_the_same_device_of_two_tasks(make_cluster):
+    # Core names a _Send after the receiving device's last component ("CPU:0"): both sends of `a`
+    # below would share a name in task 2's graph without the master's renaming.
+    c = make_cluster({"worker": 3})
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:2"):
+            a = kf.constant(np.array([1.0, 2.0], np.float32)) * 3.0
+        with kf.device("/job:worker/task:1"):
+            b = a + 1.0
+        out = a * b
+    np.testing.assert_array_equal(c.session(g).run(out), [12.0, 42.0])

@@ -1,0 +1,78 @@
+"""`WorkerServicer`: the gRPC face of a `Worker` (one line per RPC, errors become statuses).
+
+Every exception a method raises ends that RPC with the matching status code (`rpc_errors.rpc_method`:
+a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) and the server keeps
+serving. RunGraph and RecvTensor bound their waits by the RPC's own deadline, and a RunGraph whose
+caller goes away (cancelled, or past its deadline) aborts its step here.
+"""
+
+from __future__ import annotations
+
+from kernflow.client import channels
+from kernflow.client.protobuf import worker_pb2_grpc
+from kernflow.client.rpc_errors import rpc_method
+from kernflow.core.framework import errors
+
+__all__ = ["WorkerServicer"]
+
+
+def _remaining(context):
+    """Seconds left before the RPC's deadline, or None when it has none."""
+    t = context.time_remaining()
+    return None if t is None or t > 1e8 else max(t, 0.001)
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
+    """Serves one `Worker` (or any object with its methods) over gRPC."""
+
+    def __init__(self, worker):
+        self._worker = worker
+
+    @rpc_method
+    def GetStatus(self, request, context):
+        return self._worker.get_status(request)
+
+    @rpc_method
+    def RegisterGraph(self, request, context):
+        with channels.attach_incoming_context(context):
+            return self._worker.register_graph(request)
+
+    @rpc_method
+    def DeregisterGraph(self, request, context):
+        return self._worker.deregister_graph(request)
+
+    @rpc_method
+    def RunGraph(self, request, context):
+        finished = []
+
+        def on_done():
+            if not finished:  # the caller left while the step was running: stop it here
+                self._worker.abort_step(_abort_request(request.step_id, "RunGraph caller went away"))
+        context.add_callback(on_done)
+        try:
+            with channels.attach_incoming_context(context):
+                return self._worker.run_graph(request, timeout=_remaining(context))
+        finally:
+            finished.append(True)
+
+    @rpc_method
+    def RecvTensor(self, request, context):
+        yield from self._worker.recv_tensor(request, timeout=_remaining(context),
+                                            on_cancel=context.add_callback)
+
+    @rpc_method
+    def CleanupGraph(self, request, context):
+        return self._worker.cleanup_graph(request)
+
+    @rpc_method
+    def AbortStep(self, request, context):
+        return self._worker.abort_step(request)
+
+    @rpc_method
+    def CleanupAll(self, request, context):
+        return self._worker.cleanup_all(request)
+
+
+def _abort_request(step_id: int, message: str):
+    from kernflow.client.protobuf import worker_pb2
+    return worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message=message)

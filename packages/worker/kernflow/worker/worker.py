@@ -1,0 +1,578 @@
+"""The worker: runs the partitions a master registers, on one task's devices.
+
+`Worker` is a plain class that takes and returns `worker_pb2` messages; `servicer.WorkerServicer`
+puts it behind gRPC, and tests (or a master in the same process) call it directly.
+
+**Feeds and fetches of a registered graph.** The `_Arg` and `_Retval` nodes of a registered GraphDef
+(which may lie on any of the task's devices) are ordered by their ``index`` attr; indices must be
+distinct but need not start at 0 or be contiguous (the other feeds of a step may live on other
+tasks). `RunGraphRequest.send[i]` is the value of the `_Arg` with the i-th smallest index (its
+``name`` is informational; its dtype must equal the `_Arg`'s ``T``), so ``len(send)`` must equal the
+number of `_Arg` nodes. `RunGraphResponse.recv[j]` is the value of the `_Retval` with the j-th
+smallest index; its ``name`` is ``recv_key[j]`` when the request lists keys (then ``len(recv_key)``
+must equal the number of `_Retval` nodes) and the `_Retval` node's name otherwise.
+
+**State.** Variables and other resources live in the resource managers of the worker's devices, so
+they outlive sessions and are shared by every session (and every worker's steps) that uses them, as
+on a TF parameter server. Kernels of stateful ops are cached per session handle (TF's OpSegment).
+
+**Steps.** Every step has one `WorkerRendezvous` on this worker (keyed by step id, shared by all
+graphs of the step here), created by whichever of RunGraph, RecvTensor or AbortStep arrives first
+and dropped by CleanupGraph. Every wait has a deadline or ends when the step is aborted; rendezvous
+left behind by a master that never cleaned up are swept after `step_ttl_s` of idleness.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import itertools
+import os
+import secrets
+import threading
+import time
+
+from kernflow.client import codec
+from kernflow.client.protobuf import worker_pb2
+from kernflow.core.framework import device_spec
+from kernflow.core.framework import errors
+from kernflow.core.framework import op_def_registry
+from kernflow.core.framework.node_def_util import parse_input
+from kernflow.core.plugins import manager
+from kernflow.core.protobuf import graph_pb2
+from kernflow.core.runtime import cost_model as _cost
+from kernflow.core.runtime import executor as _executor
+from kernflow.core.runtime.direct_session import StepStatsCollector
+from kernflow.core.runtime.resource_mgr import Var
+from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of, parse_key
+
+__all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S"]
+
+DEFAULT_RECV_TIMEOUT_S = 60.0
+# Recently cleaned steps remembered, so a late RecvTensor fails at once instead of waiting.
+_CLEANED_MEMORY = 10_000
+_SWEEP_INTERVAL_S = 30.0
+
+
+@dataclasses.dataclass
+class _DevicePlan:
+    device: object
+    plan: object
+    arg_positions: list      # position in RunGraphRequest.send of each of the plan's args
+    retval_positions: list   # position in RunGraphResponse.recv of each of the plan's retvals
+
+
+@dataclasses.dataclass
+class _Graph:
+    handle: str
+    session_handle: str
+    plans: list
+    arg_dtypes: list         # DataType enum of each _Arg, by position
+    retval_names: list       # _Retval node names, by position
+
+
+class Worker:
+    """One task of a cluster: its devices, registered graphs and running steps.
+
+    Args:
+        job: the task's job name, e.g. "worker" or "ps".
+        task: the task index.
+        config: a `ConfigProto` (device counts, inter-op threads, operation timeout) or None.
+        resolver: ``resolver(task_name) -> worker client`` (an in-process `Worker` or a
+            `GrpcWorkerClient`), used to pull tensors produced on other tasks; task names look
+            like "/job:worker/replica:0/task:1".
+        recv_timeout_s: deadline of a RecvTensor wait, and of a pull when the step has no timeout.
+        step_ttl_s: idle time after which a step's rendezvous that nobody cleaned up is dropped.
+        devices: the devices to use instead of creating them from the plugins (tests).
+    """
+
+    def __init__(self, job: str, task: int, config=None, resolver=None,
+                 recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S, step_ttl_s: float = 600.0,
+                 devices=None):
+        regs = manager.registries()
+        self.job = job
+        self.task = int(task)
+        self.task_name = f"/job:{job}/replica:0/task:{self.task}"
+        self.config = config
+        self.resolver = resolver
+        self.recv_timeout_s = float(recv_timeout_s)
+        self.step_ttl_s = float(step_ttl_s)
+        self._kernels = regs.kernels
+        self.devices = list(devices) if devices is not None else \
+            regs.devices.create_devices(config, job, 0, self.task)
+        if not self.devices:
+            raise errors.NotFoundError(None, None, f"No devices are registered for {self.task_name}: "
+                                       f"install a kernel plugin such as kernflow-kernels-cpu.")
+        self._by_name = {d.name: d for d in self.devices}
+        cpus = [d for d in self.devices if d.device_type == "CPU"]
+        self.default_device = (cpus or self.devices)[0]
+        n = config.inter_op_parallelism_threads if config is not None else 0
+        self._pool = _executor.ThreadPool(n if n > 0 else (os.cpu_count() or 2),
+                                          name=f"kernflow-interop-{job}-{self.task}")
+        # Pull threads are created on demand and reused; the cap is generous because each pull of a
+        # step in flight holds one thread until its tensor arrives (a small cap could deadlock a
+        # step whose early pulls wait on tensors that later, queued pulls would deliver).
+        self.pull_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=256, thread_name_prefix=f"kernflow-recv-{job}-{self.task}")
+        self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
+        self.cost_model = _cost.CostModel()
+        self._lock = threading.Lock()
+        self._register_lock = threading.Lock()
+        self._graphs: dict[str, _Graph] = {}
+        self._sessions: dict[str, dict] = {}     # session handle -> {"cache": {}, "graphs": set()}
+        self._steps: dict[int, WorkerRendezvous] = {}
+        self._cleaned: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._last_sweep = time.monotonic()
+        self._handle_ids = itertools.count(1)
+        self._local_cache: dict[str, bool] = {}
+        self._clients: dict[str, object] = {}
+        self._closed = False
+
+    def __repr__(self):
+        return f"<Worker {self.task_name}>"
+
+    # ------------------------------------------------------------------ helpers for the rendezvous
+    def is_local_device(self, device_name: str) -> bool:
+        """True if `device_name` (a full name) belongs to this task."""
+        r = self._local_cache.get(device_name)
+        if r is None:
+            try:
+                s = device_spec.DeviceSpec.from_string(device_name)
+                r = s.job == self.job and (s.replica or 0) == 0 and s.task == self.task
+            except ValueError:
+                r = False
+            self._local_cache[device_name] = r
+        return r
+
+    def task_of(self, device_name: str) -> str:
+        """Returns the task name ("/job:x/replica:0/task:i") of a full device name."""
+        try:
+            s = device_spec.DeviceSpec.from_string(device_name)
+        except ValueError as e:
+            raise errors.InvalidArgumentError(None, None, f"bad device name {device_name!r}: {e}") from None
+        if s.job is None or s.task is None:
+            raise errors.InvalidArgumentError(None, None, f"device {device_name!r} names no job and task")
+        return f"/job:{s.job}/replica:{s.replica or 0}/task:{s.task}"
+
+    def device_by_name(self, name: str):
+        """Returns this task's device called `name` (any spelling of the full name).
+
+        Raises:
+            InvalidArgumentError: if it is not a device of this task.
+        """
+        d = self._by_name.get(name)
+        if d is None:
+            try:
+                d = self._by_name.get(device_spec.canonical_name(name))
+            except ValueError:
+                d = None
+        if d is None:
+            raise errors.InvalidArgumentError(
+                None, None, f"{name!r} is not a device of {self.task_name} (its devices: "
+                f"{', '.join(sorted(self._by_name))})")
+        return d
+
+    def pull_client(self, task_name: str):
+        """Returns the client of another task (through the resolver)."""
+        if self.resolver is None:
+            raise errors.UnavailableError(None, None, f"{self.task_name} cannot reach {task_name}: "
+                                          f"the worker was started without a resolver")
+        client = self.resolver(task_name)
+        if client is None:
+            raise errors.UnavailableError(None, None, f"{self.task_name} cannot resolve {task_name}")
+        return client
+
+    # ------------------------------------------------------------------ status
+    def get_status(self, req=None, timeout=None) -> worker_pb2.GetStatusResponse:
+        """Returns the task's devices, job and task index."""
+        resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task)
+        for d in self.devices:
+            resp.device_attributes.add(name=d.name, device_type=d.device_type,
+                                       memory_limit=int(d.memory_limit_bytes or 0),
+                                       incarnation=int(d.incarnation))
+        return resp
+
+    # ------------------------------------------------------------------ graphs
+    def register_graph(self, req, timeout=None) -> worker_pb2.RegisterGraphResponse:
+        """Compiles a partition (one plan per device it uses) and returns its graph handle.
+
+        Every node must name one of this task's devices (an empty device means the task's first
+        CPU); inputs must come from nodes on the same device (the master's partitioning joins
+        devices with _Send/_Recv). See the module docstring for how `_Arg`/`_Retval` are ordered.
+
+        Raises:
+            InvalidArgumentError: for an unknown op, a node on a device of another task, an input
+                crossing devices, duplicate `_Arg`/`_Retval` indices, or a malformed graph.
+            NotFoundError: when a device has no kernel for a node.
+        """
+        self._check_open()
+        by_dev: dict[str, graph_pb2.GraphDef] = {}
+        dev_of: dict[str, str] = {}
+        gd = req.graph_def
+        for nd in gd.node:
+            try:
+                op_def_registry.get(nd.op)
+            except errors.NotFoundError as e:
+                raise errors.InvalidArgumentError(None, None, f"node {nd.name!r}: {e.message}") from None
+            dev = self.device_by_name(nd.device) if nd.device else self.default_device
+            if nd.name in dev_of:
+                raise errors.InvalidArgumentError(None, None, f"duplicate node name {nd.name!r}")
+            dev_of[nd.name] = dev.name
+        args, rets = [], []
+        for nd in gd.node:
+            for inp in nd.input:
+                try:
+                    name, _, _ = parse_input(inp)
+                except Exception as e:  # noqa: BLE001 - malformed input strings
+                    raise errors.InvalidArgumentError(None, None, f"node {nd.name!r}: bad input {inp!r}: {e}") from None
+                src = dev_of.get(name)
+                if src is None:
+                    raise errors.InvalidArgumentError(None, None, f"node {nd.name!r}: unknown input node {inp!r}")
+                if src != dev_of[nd.name]:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"node {nd.name!r} on {dev_of[nd.name]} has input {inp!r} on {src}; "
+                        f"devices must be joined by _Send/_Recv")
+            part = by_dev.get(dev_of[nd.name])
+            if part is None:
+                part = by_dev[dev_of[nd.name]] = graph_pb2.GraphDef()
+                part.versions.CopyFrom(gd.versions)
+            new = part.node.add()
+            new.CopyFrom(nd)
+            new.device = dev_of[nd.name]
+            if nd.op in ("_Arg", "_Retval"):
+                if "index" not in nd.attr:
+                    raise errors.InvalidArgumentError(None, None, f"{nd.op} {nd.name!r} has no index attr")
+                (args if nd.op == "_Arg" else rets).append((nd.attr["index"].i, nd))
+        for what, lst in (("_Arg", args), ("_Retval", rets)):
+            idx = [i for i, _ in lst]
+            if len(set(idx)) != len(idx):
+                raise errors.InvalidArgumentError(None, None, f"duplicate {what} indices {sorted(idx)}")
+        args.sort(key=lambda t: t[0])
+        rets.sort(key=lambda t: t[0])
+        arg_pos = {nd.name: i for i, (_, nd) in enumerate(args)}
+        ret_pos = {nd.name: i for i, (_, nd) in enumerate(rets)}
+        session = req.session_handle
+        with self._register_lock:
+            sess = self._sessions.get(session) or {"cache": {}, "graphs": set()}
+            plans = []
+            for dev_name in sorted(by_dev):
+                part = by_dev[dev_name]
+                dev = self._by_name[dev_name]
+                try:
+                    plan = _executor.compile_partition(part, dev, self._kernels, self._pool,
+                                                       sess["cache"], session_handle=session or None)
+                except errors.OpError:
+                    raise
+                except (ValueError, TypeError, KeyError) as e:
+                    raise errors.InvalidArgumentError(None, None, f"cannot compile the partition on "
+                                                      f"{dev_name}: {type(e).__name__}: {e}") from e
+                a = sorted((nd.attr["index"].i, nd.name) for nd in part.node if nd.op == "_Arg")
+                r = sorted((nd.attr["index"].i, nd.name) for nd in part.node if nd.op == "_Retval")
+                plans.append(_DevicePlan(dev, plan, [arg_pos[n] for _, n in a], [ret_pos[n] for _, n in r]))
+            handle = f"{self.job}-{self.task}-g{next(self._handle_ids)}-{secrets.token_hex(4)}"
+            g = _Graph(handle, session, plans, [nd.attr["T"].type for _, nd in args],
+                       [nd.name for _, nd in rets])
+            with self._lock:
+                self._graphs[handle] = g
+                sess["graphs"].add(handle)
+                self._sessions[session] = sess
+        return worker_pb2.RegisterGraphResponse(graph_handle=handle)
+
+    def deregister_graph(self, req, timeout=None) -> worker_pb2.DeregisterGraphResponse:
+        """Forgets a registered graph (and the session's cached kernels with its last graph).
+
+        Raises:
+            NotFoundError: for an unknown graph handle.
+        """
+        with self._lock:
+            g = self._graphs.get(req.graph_handle)
+            if g is None or (req.session_handle and req.session_handle != g.session_handle):
+                raise errors.NotFoundError(None, None, f"graph handle {req.graph_handle!r} is not "
+                                           f"registered on {self.task_name}")
+            del self._graphs[req.graph_handle]
+            sess = self._sessions.get(g.session_handle)
+            if sess is not None:
+                sess["graphs"].discard(g.handle)
+                if not sess["graphs"]:
+                    del self._sessions[g.session_handle]
+        return worker_pb2.DeregisterGraphResponse()
+
+    def _graph(self, session_handle: str, handle: str) -> _Graph:
+        g = self._graphs.get(handle)
+        if g is None or (session_handle and session_handle != g.session_handle):
+            raise errors.NotFoundError(None, None, f"graph handle {handle!r} is not registered on "
+                                       f"{self.task_name}" + (f" for session {session_handle!r}"
+                                                              if session_handle else ""))
+        return g
+
+    # ------------------------------------------------------------------ steps
+    def _step(self, step_id: int, for_recv: bool = False) -> WorkerRendezvous:
+        """Returns the step's rendezvous, creating it if needed."""
+        now = time.monotonic()
+        stale = []
+        with self._lock:
+            if self._closed:
+                raise errors.UnavailableError(None, None, f"worker {self.task_name} is shut down")
+            rdv = self._steps.get(step_id)
+            if rdv is None:
+                if for_recv and step_id in self._cleaned:
+                    raise errors.AbortedError(None, None, f"step {step_id} was already cleaned up on "
+                                              f"{self.task_name}")
+                rdv = self._steps[step_id] = WorkerRendezvous(step_id, self)
+                if now - self._last_sweep > _SWEEP_INTERVAL_S:
+                    self._last_sweep = now
+                    for sid, r in list(self._steps.items()):
+                        if r.active_runs == 0 and now - r.last_used > self.step_ttl_s:
+                            stale.append(self._steps.pop(sid))
+            rdv.last_used = now
+        for r in stale:
+            r.abort(errors.AbortedError(None, None, f"step {r.step_id} was idle for more than "
+                                        f"{self.step_ttl_s:g} s and was dropped by {self.task_name}"))
+        return rdv
+
+    def run_graph(self, req, timeout=None) -> worker_pb2.RunGraphResponse:
+        """Runs every device plan of a registered graph for step `req.step_id`.
+
+        Args:
+            req: a `RunGraphRequest` (see the module docstring for `send` and `recv_key`).
+            timeout: an extra bound in seconds (the servicer passes the RPC's remaining time); the
+                step's time limit is the smallest of it, `req.timeout_in_ms` and the config's
+                `operation_timeout_in_ms` (0 means none).
+
+        Raises:
+            NotFoundError: unknown graph handle. InvalidArgumentError: wrong number or dtype of
+            feeds. DeadlineExceededError: the step ran out of time (it is aborted on this worker).
+            Any error a kernel raised, or the error the step was aborted with.
+        """
+        self._check_open()
+        g = self._graph(req.session_handle, req.graph_handle)
+        if len(req.send) != len(g.arg_dtypes):
+            raise errors.InvalidArgumentError(None, None, f"graph {g.handle} takes {len(g.arg_dtypes)} "
+                                              f"feeds, got {len(req.send)}")
+        if req.recv_key and len(req.recv_key) != len(g.retval_names):
+            raise errors.InvalidArgumentError(None, None, f"graph {g.handle} returns {len(g.retval_names)} "
+                                              f"values, but {len(req.recv_key)} recv keys were given")
+        feeds = []
+        for i, nt in enumerate(req.send):
+            if nt.tensor.dtype != g.arg_dtypes[i]:
+                raise errors.InvalidArgumentError(
+                    None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {nt.tensor.dtype}, the "
+                    f"graph expects {g.arg_dtypes[i]}")
+            feeds.append(codec.proto_to_tensor(nt.tensor))
+        limits = [t for t in (req.timeout_in_ms / 1000.0 if req.timeout_in_ms > 0 else None,
+                              self._timeout_ms / 1000.0 if self._timeout_ms > 0 else None,
+                              timeout if timeout is not None and timeout > 0 else None) if t is not None]
+        limit_s = min(limits) if limits else None
+        rdv = self._step(req.step_id)
+        with self._lock:
+            rdv.active_runs += 1
+            if limit_s is not None:
+                d = time.monotonic() + limit_s
+                rdv.deadline = d if rdv.deadline is None else max(rdv.deadline, d)
+        collector = StepStatsCollector(self.cost_model) if req.collect_stats else None
+        try:
+            results = self._execute(g, feeds, rdv, collector, limit_s)
+        finally:
+            with self._lock:
+                rdv.active_runs -= 1
+                rdv.last_used = time.monotonic()
+        resp = worker_pb2.RunGraphResponse()
+        for j, v in enumerate(results):
+            name = req.recv_key[j] if req.recv_key else g.retval_names[j]
+            resp.recv.add(name=name).tensor.CopyFrom(codec.tensor_to_proto(v))
+        if collector is not None:
+            collector.finalize(resp.step_stats)
+        return resp
+
+    def _execute(self, g: _Graph, feeds, rdv: WorkerRendezvous, collector, limit_s):
+        if rdv.error is not None:
+            raise rdv.error
+        results = [None] * len(g.retval_names)
+        sync, dataflow = [], []
+        for dp in g.plans:
+            (sync if dp.plan.straight_line is not None and collector is None else dataflow).append(dp)
+        lock = threading.Lock()
+        remaining = [len(dataflow)]
+        all_done = threading.Event()
+        states = []
+
+        def done(st):
+            if st.error is not None:
+                rdv.abort(st.error)
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                all_done.set()
+
+        for dp in dataflow:
+            ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, collector)
+            states.append(_executor.DataflowState(dp.plan, self._args(dp, feeds), ctx, done))
+        if not states:
+            all_done.set()
+        rdv.add_states(states)
+        failed = None
+        try:
+            for st in states:
+                st.start()
+            for dp in sync:
+                if rdv.error is not None:
+                    break
+                ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, None)
+                try:
+                    outs = dp.plan.run_sync(self._args(dp, feeds), ctx)
+                except Exception as e:  # noqa: BLE001 - fails the whole step
+                    failed = e if isinstance(e, errors.OpError) else \
+                        errors.InternalError(None, None, f"{type(e).__name__}: {e}")
+                    rdv.abort(failed)
+                    break
+                for pos, v in zip(dp.retval_positions, outs):
+                    results[pos] = self._to_host(dp.device, v)
+            wait_s = None
+            if limit_s is not None:
+                wait_s = max(0.0, rdv.deadline - time.monotonic()) if rdv.deadline is not None else limit_s
+            if not all_done.wait(wait_s):
+                err = errors.DeadlineExceededError(
+                    None, None, f"step {rdv.step_id} on {self.task_name} timed out after "
+                    f"{limit_s * 1000:.0f} ms" + _waiting_on(states))
+                rdv.abort(err)
+                # Aborting wakes every Recv at once; a kernel that ignores cancellation finishes in
+                # the background.
+                all_done.wait(0.5)
+                raise err
+        finally:
+            rdv.remove_states(states)
+        if failed is not None or any(st.error is not None for st in states):
+            err = rdv.error or failed or next(st.error for st in states if st.error is not None)
+            raise err
+        for dp, st in zip(dataflow, states):
+            for pos, v in zip(dp.retval_positions, st.results()):
+                results[pos] = self._to_host(dp.device, v)
+        return results
+
+    @staticmethod
+    def _args(dp: _DevicePlan, feeds) -> list:
+        if dp.device.device_type == "CPU":
+            return [feeds[p] for p in dp.arg_positions]
+        return [dp.device.to_device(feeds[p]) for p in dp.arg_positions]
+
+    @staticmethod
+    def _to_host(device, v):
+        if isinstance(v, Var):
+            v = v.read()
+        return v if device.device_type == "CPU" else device.to_host(v)
+
+    def recv_tensor(self, req, timeout=None, on_cancel=None):
+        """Yields the RecvTensorResponse chunks of the tensor a local _Send made for the key.
+
+        Waits until the _Send of `req.rendezvous_key` happened in step `req.step_id` (registering
+        on the step's rendezvous, created here if this call comes before the step's RunGraph).
+
+        Args:
+            req: a `RecvTensorRequest`.
+            timeout: how long to wait, in seconds (default `recv_timeout_s`).
+            on_cancel: optional ``on_cancel(fn)`` that calls `fn` when the caller goes away (the
+                servicer passes `context.add_callback`); the wait then ends with CancelledError.
+
+        Raises:
+            InvalidArgumentError: a malformed key, or one whose producer is not on this task.
+            DeadlineExceededError: nothing was sent in time. AbortedError (or the abort's error):
+            the step was aborted or already cleaned up.
+        """
+        fields = parse_key(req.rendezvous_key)
+        if not self.is_local_device(fields[0]):
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
+                                              f"{req.rendezvous_key!r}: its sender is not on this task")
+        send_dev = self.device_by_name(fields[0])
+        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        rdv = self._step(req.step_id, for_recv=True)
+        got = threading.Event()
+        box = []
+
+        def cb(value, is_dead, err):
+            box.append((value, is_dead, err))
+            got.set()
+
+        key = req.rendezvous_key
+        rdv.recv_local(key, cb)
+        if on_cancel is not None:
+            def cancel():
+                if rdv.cancel_local(key, cb):
+                    cb(None, False, errors.CancelledError(None, None, f"RecvTensor({key!r}) cancelled"))
+            on_cancel(cancel)
+        if not got.wait(wait_s):
+            if rdv.cancel_local(key, cb):
+                raise errors.DeadlineExceededError(
+                    None, None, f"{self.task_name}: tensor {key!r} of step {req.step_id} was not "
+                    f"produced within {wait_s:g} s")
+            got.wait(5.0)   # taken by a send or abort at this instant: its callback is running
+            if not box:
+                raise errors.InternalError(None, None, f"RecvTensor({key!r}) lost its value")
+        value, is_dead, err = box[0]
+        if err is not None:
+            raise err
+        if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
+            value = send_dev.to_host(value)   # still in the sender's device memory
+        yield from codec.iter_recv_chunks(value, is_dead)
+
+    def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
+        """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""
+        with self._lock:
+            rdv = self._steps.pop(req.step_id, None)
+            self._cleaned[req.step_id] = None
+            while len(self._cleaned) > _CLEANED_MEMORY:
+                self._cleaned.popitem(last=False)
+        if rdv is not None:
+            rdv.abort(errors.AbortedError(None, None, f"step {req.step_id} was cleaned up on {self.task_name}"))
+        return worker_pb2.CleanupGraphResponse()
+
+    def abort_step(self, req, timeout=None) -> worker_pb2.AbortStepResponse:
+        """Aborts step `req.step_id` here with the error of `req.code` (AbortedError if 0).
+
+        Waiting Recvs and RecvTensor calls wake with the error, running partitions stop being
+        scheduled, and later RunGraph/RecvTensor calls of the step fail at once.
+        """
+        cls = errors.AbortedError
+        if req.code:
+            cls = errors.exception_type_from_error_code(req.code)
+        err = cls(None, None, req.message or f"step {req.step_id} was aborted")
+        rdv = self._step(req.step_id)
+        rdv.abort(err)
+        return worker_pb2.AbortStepResponse()
+
+    def cleanup_all(self, req=None, timeout=None) -> worker_pb2.CleanupAllResponse:
+        """Clears the named resource containers (all when none are named) on every device."""
+        names = list(req.container) if req is not None else []
+        for d in self.devices:
+            if names:
+                for c in names:
+                    d.resource_mgr.cleanup(c)
+            else:
+                d.resource_mgr.cleanup()
+        return worker_pb2.CleanupAllResponse()
+
+    # ------------------------------------------------------------------ lifecycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.UnavailableError(None, None, f"worker {self.task_name} is shut down")
+
+    def close(self) -> None:
+        """Aborts every step and stops the worker's threads (resources are kept for a new worker)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            steps = list(self._steps.values())
+            self._steps.clear()
+        err = errors.UnavailableError(None, None, f"worker {self.task_name} is shutting down")
+        for r in steps:
+            r.abort(err)
+        self.pull_pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
+
+
+def _waiting_on(states) -> str:
+    """Names the devices whose partitions had not finished, for the timeout message."""
+    names = [st.plan.device.name for st in states if not st.finished.is_set()]
+    return f" (partitions still running on {', '.join(names)})" if names else ""

@@ -1,0 +1,186 @@
+"""Workers behind gRPC: cross-task steps through WorkerServers, errors as statuses, the CLI."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kernflow.core as kf
+from kernflow.client import codec
+from kernflow.client.protobuf import worker_pb2
+from kernflow.client.worker_client import GrpcWorkerClient
+from kernflow.core.framework import errors
+from kernflow.core.runtime.rendezvous import create_key
+from kernflow.worker.server import WorkerServer, static_resolver
+
+T0 = "/job:worker/replica:0/task:0"
+T1 = "/job:worker/replica:0/task:1"
+CPU0 = T0 + "/device:CPU:0"
+CPU1 = T1 + "/device:CPU:0"
+_step_ids = itertools.count(5000)
+
+
+@pytest.fixture
+def servers():
+    """Two WorkerServers on 127.0.0.1 that pull from each other through GrpcWorkerClients."""
+    clients = {}
+    s0 = WorkerServer("worker", 0, resolver=lambda t: clients[t])
+    s1 = WorkerServer("worker", 1, resolver=lambda t: clients[t])
+    clients[T0] = GrpcWorkerClient(s0.address, T0)
+    clients[T1] = GrpcWorkerClient(s1.address, T1)
+    yield (s0, s1), clients
+    s0.stop(0)
+    s1.stop(0)
+
+
+def _step(clients, handles, feeds=(), timeout_ms=10_000):
+    step_id = next(_step_ids)
+    reqs = {}
+    for t, h in handles.items():
+        r = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=h, step_id=step_id,
+                                       timeout_in_ms=timeout_ms)
+        if t == T0:
+            for i, v in enumerate(feeds):
+                r.send.add(name=f"f{i}").tensor.CopyFrom(codec.tensor_to_proto(v))
+        reqs[t] = r
+    with concurrent.futures.ThreadPoolExecutor(len(handles)) as ex:
+        futs = {t: ex.submit(clients[t].run_graph, reqs[t]) for t in handles}
+        try:
+            return futs[T0].result(30)
+        finally:
+            for t in handles:
+                futs[t].exception(30)
+                clients[t].cleanup_graph(worker_pb2.CleanupGraphRequest(step_id=step_id))
+
+
+def test_cross_task_computation_over_grpc(servers, split):
+    (s0, s1), clients = servers
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [4], name="x")
+        with kf.device(T1):
+            v = kf.Variable(np.ones(4, np.float32), name="v")
+            y = x * 3.0 + v.value()
+        with kf.device(T0):
+            z = kf.reduce_sum(y * y)
+        upd = v.assign_add(y)
+    parts = split(g, [s0.worker, s1.worker], targets=[v.initializer.name])
+    init = {t: clients[t].register_graph(worker_pb2.RegisterGraphRequest(
+        session_handle="s", graph_def=p)).graph_handle for t, p in parts.items()}
+    _step(clients, init)
+    parts = split(g, [s0.worker, s1.worker], feeds=["x:0"], fetches=[z.name, upd.name])
+    handles = {t: clients[t].register_graph(worker_pb2.RegisterGraphRequest(
+        session_handle="s", graph_def=p)).graph_handle for t, p in parts.items()}
+    vv = np.ones(4, np.float32)
+    for k in range(3):
+        feed = np.arange(4, dtype=np.float32) + k
+        zv, uv = [codec.proto_to_tensor(nt.tensor) for nt in _step(clients, handles, [feed]).recv]
+        yv = feed * 3 + vv
+        vv = vv + yv
+        np.testing.assert_allclose(zv, np.sum(yv * yv), rtol=1e-6)
+        np.testing.assert_allclose(uv, vv)
+
+
+def test_large_tensor_streams_over_grpc(servers):
+    (s0, s1), clients = servers
+    arr = np.random.default_rng(0).standard_normal(16 << 20).astype(np.float32)  # 64 MiB
+    key = create_key(CPU1, s1.worker.devices[0].incarnation, CPU0, "big:0")
+    s1.worker._step(11).send(key, arr)
+    chunks = list(clients[T1].recv_tensor(worker_pb2.RecvTensorRequest(step_id=11, rendezvous_key=key),
+                                          timeout=30))
+    assert len(chunks) == 16
+    out, _ = codec.assemble_recv_chunks(chunks)
+    np.testing.assert_array_equal(out, arr)
+    # And pulled by task 0's rendezvous through task 0's resolver (a _Recv's path).
+    key2 = create_key(CPU1, s1.worker.devices[0].incarnation, CPU0, "big2:0")
+    s1.worker._step(12).send(key2, arr)
+    got, done = [], threading.Event()
+    s0.worker._step(12).recv_async(key2, lambda v, d, e: (got.append((v, e)), done.set()))
+    assert done.wait(30) and got[0][1] is None
+    np.testing.assert_array_equal(got[0][0], arr)
+
+
+def test_errors_become_statuses_and_the_server_keeps_serving(servers):
+    (s0, s1), clients = servers
+    c = clients[T0]
+    with pytest.raises(errors.NotFoundError, match="not registered"):
+        c.run_graph(worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1), timeout=5)
+    gd = worker_pb2.RegisterGraphRequest(session_handle="s")
+    gd.graph_def.node.add(name="n", op="NoSuchOp", device=CPU0)
+    with pytest.raises(errors.InvalidArgumentError, match="NoSuchOp"):
+        c.register_graph(gd)
+    with pytest.raises(errors.InvalidArgumentError, match="rendezvous key"):
+        list(c.recv_tensor(worker_pb2.RecvTensorRequest(step_id=1, rendezvous_key="bad"), timeout=5))
+    with pytest.raises(errors.DeadlineExceededError):
+        key = create_key(CPU0, 1, CPU1, "never:0")
+        list(c.recv_tensor(worker_pb2.RecvTensorRequest(step_id=2, rendezvous_key=key), timeout=0.3))
+    st = c.get_status()
+    assert st.task == 0 and st.device_attributes[0].name == CPU0
+
+
+def test_abort_step_over_grpc_wakes_run_graph(servers, split):
+    (s0, s1), clients = servers
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device(T1):
+            a = kf.constant(1.0) + 1.0
+        with kf.device(T0):
+            b = a * 2.0
+    parts = split(g, [s0.worker, s1.worker], fetches=[b.name])
+    h0 = clients[T0].register_graph(worker_pb2.RegisterGraphRequest(
+        session_handle="s", graph_def=parts[T0])).graph_handle
+    step_id = next(_step_ids)
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(clients[T0].run_graph, worker_pb2.RunGraphRequest(
+            session_handle="s", graph_handle=h0, step_id=step_id))
+        time.sleep(0.3)
+        t = time.monotonic()
+        for c in clients.values():
+            c.abort_step(worker_pb2.AbortStepRequest(step_id=step_id, code=errors.ABORTED, message="halt"))
+        with pytest.raises(errors.AbortedError, match="halt"):
+            fut.result(2)
+        assert time.monotonic() - t < 1.0
+    # A RunGraph whose producer never runs times out with DeadlineExceededError.
+    with pytest.raises(errors.DeadlineExceededError):
+        clients[T0].run_graph(worker_pb2.RunGraphRequest(session_handle="s", graph_handle=h0,
+                                                         step_id=next(_step_ids), timeout_in_ms=300))
+
+
+def test_static_resolver():
+    r = static_resolver({"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": {"0": "127.0.0.1:3"}})
+    assert r(T1).address == "127.0.0.1:2"
+    assert r("/job:ps/replica:0/task:0").address == "127.0.0.1:3"
+    assert r(T1) is r(T1)
+    with pytest.raises(errors.UnavailableError):
+        r("/job:worker/replica:0/task:7")
+
+
+def test_cli_serves_until_sigterm():
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    spec = json.dumps({"worker": ["127.0.0.1:0"]})
+    proc = subprocess.Popen([sys.executable, "-m", "kernflow.core.cli", "worker", "--job", "worker",
+                             "--task", "0", "--port", "0", "--cluster-spec", spec],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on 127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        address = line.strip().rsplit(" ", 1)[-1]
+        st = GrpcWorkerClient(address, T0).get_status(timeout=10)
+        assert st.job == "worker" and st.task == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert "stopped" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
