@@ -68,6 +68,17 @@ def status_for_exception(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return status, details
 
 
+_HANDLER_KEY = "kernflow-handler-error"
+
+
+def _from_handler(exc) -> bool:
+    md = exc.trailing_metadata() if callable(getattr(exc, "trailing_metadata", None)) else None
+    try:
+        return any(k == _HANDLER_KEY for k, _ in (md or ()))
+    except (TypeError, ValueError):
+        return False
+
+
 def error_from_rpc(exc: grpc.RpcError, what: str) -> errors.OpError:
     """Converts a failed gRPC call into the TF error class of its status code.
 
@@ -85,7 +96,9 @@ def error_from_rpc(exc: grpc.RpcError, what: str) -> errors.OpError:
     details = exc.details() if callable(getattr(exc, "details", None)) else None
     details = details or str(exc) or "no details"
     cls = error_class_for_status(code)
-    if code == grpc.StatusCode.UNAVAILABLE:
+    if _from_handler(exc):  # the server's own error (e.g. a worker it could not reach): keep it
+        msg = f"{details} (from {what})"
+    elif code == grpc.StatusCode.UNAVAILABLE:
         msg = f"{what} is unavailable: {details}"
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
         msg = f"{what} did not answer before its deadline: {details}"
@@ -103,6 +116,10 @@ def abort_context(context: grpc.ServicerContext, exc: BaseException):
     a servicer method as ``except Exception as e: abort_context(context, e)``.
     """
     status, details = status_for_exception(exc)
+    try:  # marks the status as the handler's own, not the transport's (see error_from_rpc)
+        context.set_trailing_metadata(((_HANDLER_KEY, "1"),))
+    except Exception:  # noqa: BLE001 - metadata is best effort; the status still goes out
+        pass
     if status == grpc.StatusCode.INTERNAL:
         _log.error("internal error in an RPC handler", exc_info=exc)
     else:
