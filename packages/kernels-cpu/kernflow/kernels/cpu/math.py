@@ -284,16 +284,33 @@ def _matmul_cost(inputs) -> bool:
 def _matmul(ctx):
     ta, tb, name = ctx.get_attr("transpose_a"), ctx.get_attr("transpose_b"), ctx.name
 
-    def compute(a, b):
+    def check(a, b):
         if np.ndim(a) != 2 or np.ndim(b) != 2:
             raise _error(f"MatMul {name}: In[0] and In[1] must be matrices, got shapes "
                          f"{_dims(a)} and {_dims(b)}")
-        x = a.T if ta else a
-        y = b.T if tb else b
-        if x.shape[1] != y.shape[0]:
-            raise _error(f"MatMul {name}: Matrix size-incompatible: In[0]: {_dims(a)}, "
-                         f"In[1]: {_dims(b)}")
-        return np.matmul(x, y)
+        raise _error(f"MatMul {name}: Matrix size-incompatible: In[0]: {_dims(a)}, In[1]: {_dims(b)}")
+
+    # One variant per transpose pair, so the hot path is the matmul and one shape test.
+    if not ta and not tb:
+        def compute(a, b):
+            if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+                check(a, b)
+            return np.matmul(a, b)
+    elif ta and not tb:
+        def compute(a, b):
+            if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[0]:
+                check(a, b)
+            return np.matmul(a.T, b)
+    elif not ta and tb:
+        def compute(a, b):
+            if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+                check(a, b)
+            return np.matmul(a, b.T)
+    else:
+        def compute(a, b):
+            if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
+                check(a, b)
+            return np.matmul(a.T, b.T)
     return compute
 
 

@@ -147,6 +147,20 @@ def _xent(ctx):
     return compute
 
 
+_aranges: dict = {}
+
+
+def _arange(n):
+    """np.arange(n), cached (row indices of a batch; never written to)."""
+    r = _aranges.get(n)
+    if r is None:
+        if len(_aranges) > 64:
+            _aranges.clear()
+        r = _aranges[n] = np.arange(n)
+        r.flags.writeable = False
+    return r
+
+
 def _sparse_xent(ctx):
     def compute(features, labels):
         if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
@@ -157,16 +171,16 @@ def _sparse_xent(ctx):
         if n and c == 0:
             raise _error(ctx, f"Must have at least one class, but got logits shape "
                               f"{_shape_str(features.shape)}")
-        bad = (labels < 0) | (labels >= c)
-        if bad.any():
+        if n and (labels.min() < 0 or labels.max() >= c):
+            bad = (labels < 0) | (labels >= c)
             v = labels[np.argmax(bad)]
             raise _error(ctx, f"Received a label value of {v} which is outside the valid range of "
                               f"[0, {c}).  Label values: {' '.join(map(str, labels.tolist()))}")
         # One exp: backprop = softmax - onehot, loss = log(sum(exp(s))) - s[label].
-        s = _shifted(features)
+        s = features - np.maximum.reduce(features, axis=-1, keepdims=True) if n else features.copy()
         backprop = np.exp(s)
         total = np.add.reduce(backprop, axis=-1)
-        rows = np.arange(n)
+        rows = _arange(n)
         loss = np.log(total) - s[rows, labels]
         backprop /= total[:, None]
         backprop[rows, labels] -= features.dtype.type(1)
