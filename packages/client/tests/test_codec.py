@@ -153,10 +153,11 @@ def test_inconsistent_header_is_invalid_argument():
         codec.assemble_recv_chunks([unknown])
 
 
-def test_proto_with_wrong_byte_count_is_data_loss():
+def test_proto_with_wrong_byte_count_is_invalid_argument():
+    """A malformed tensor in a request is the caller's error (TF: InvalidArgument)."""
     p = codec.tensor_to_proto(np.zeros(4, np.int32))
     p.tensor_content = p.tensor_content[:-1]
-    with pytest.raises(errors.DataLossError):
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot parse tensor from proto"):
         codec.proto_to_tensor(p)
 
 

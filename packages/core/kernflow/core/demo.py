@@ -1,13 +1,21 @@
-"""`kernflow demo`: train a network on scikit-learn's bundled digits in the embedded runtime.
+"""`kernflow demo`: train a network on scikit-learn's bundled digits.
 
 The MLP (64-128-128-10, ReLU) is the README's main job; ``--model convnet`` trains a small
 convolutional network (conv2d + max_pool). The run saves a checkpoint every epoch and ``--resume``
 continues from the latest one.
+
+By default the demo runs in the embedded runtime. ``--target grpc://host:port`` (or any target a
+session plugin serves, such as ``etcd://...``) runs the same graph on a cluster: the demo asks the
+target's master for the cluster's devices and, when the cluster has a ``ps`` job, builds the graph
+under ``kf.train.replica_device_setter`` (variables round robin on the ps tasks, the computation on
+the master's own task). Checkpoints are written by the task that runs the save op, so on a cluster
+of several machines ``--checkpoint-dir`` must be a path every task can reach.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 
@@ -27,6 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--target", default="",
+                        help="session target: empty for the embedded runtime (default), or a cluster's "
+                             "master, e.g. grpc://localhost:2222")
 
 
 def load_digits(seed: int = 0):
@@ -92,25 +103,59 @@ def _progress(total, disabled, desc):
     return tqdm(total=total, disable=disabled, desc=desc, unit="step", leave=False)
 
 
+def cluster_device_setter(kf, target: str):
+    """Returns (device function or None, description) for running the demo's graph on `target`.
+
+    Asks the target's master for the cluster's devices. With a ``ps`` job, variables go to the ps
+    tasks and everything else to the master's own task (its devices come first in the list);
+    without one the master places the graph itself.
+    """
+    from kernflow.core.framework import device_spec
+    with kf.Session(target, graph=kf.Graph()) as probe:
+        names = [d.name for d in probe.list_devices()]
+    if not names:
+        raise RuntimeError(f"{target} reports no devices")
+    specs = [device_spec.DeviceSpec.from_string(n) for n in names]
+    ps_tasks = len({s.task for s in specs if s.job == "ps"})
+    jobs = sorted({s.job for s in specs})
+    tasks = len({(s.job, s.task) for s in specs})
+    where = f"{target}: {tasks} task(s) of job(s) {', '.join(jobs)}"
+    # The master's own task (listed first), else the first task that is not a ps.
+    own = next((s for s in specs if s.job != "ps"), None)
+    if not ps_tasks or own is None:
+        return None, where
+    worker = f"/job:{own.job}/task:{own.task}"
+    setter = kf.train.replica_device_setter(ps_tasks=ps_tasks, worker_device=worker)
+    return setter, f"{where}; variables on {ps_tasks} ps task(s), computation on {worker}"
+
+
 def run(args) -> int:
     import numpy as np
     import kernflow.core as kf
     (xtr, ytr), (xte, yte) = load_digits()
+    target = getattr(args, "target", "") or ""
+    setter = None
+    if target:
+        setter, where = cluster_device_setter(kf, target)
+        print(f"training on {where}", flush=True)
     g = kf.Graph()
     with g.as_default():
-        kf.set_random_seed(args.seed)
-        x = kf.placeholder(kf.float32, [None, 64], name="x")
-        y = kf.placeholder(kf.int64, [None], name="y")
-        logits = (build_mlp if args.model == "mlp" else build_convnet)(kf, x, args.seed)
-        loss = kf.reduce_mean(kf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        step = kf.train.get_or_create_global_step()
-        train = _optimizer(kf, args).minimize(loss, global_step=step)
-        correct = kf.reduce_sum(kf.cast(kf.equal(kf.argmax(logits, 1), y), kf.int32))
+        with kf.device(setter) if setter is not None else contextlib.nullcontext():
+            kf.set_random_seed(args.seed)
+            x = kf.placeholder(kf.float32, [None, 64], name="x")
+            y = kf.placeholder(kf.int64, [None], name="y")
+            logits = (build_mlp if args.model == "mlp" else build_convnet)(kf, x, args.seed)
+            loss = kf.reduce_mean(kf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            step = kf.train.get_or_create_global_step()
+            train = _optimizer(kf, args).minimize(loss, global_step=step)
+            correct = kf.reduce_sum(kf.cast(kf.equal(kf.argmax(logits, 1), y), kf.int32))
+        # Outside the replica device scope (as TF1's Supervisor builds it): the restore ops must sit
+        # with their variables on the ps tasks.
         saver = kf.train.Saver(max_to_keep=3)
     ckpt_dir = os.path.join(args.checkpoint_dir, args.model)
     os.makedirs(ckpt_dir, exist_ok=True)
     steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
-    with kf.Session(graph=g) as sess:
+    with kf.Session(target, graph=g) as sess:
         start_epoch = 0
         latest = kf.train.latest_checkpoint(ckpt_dir) if args.resume else None
         if latest:
@@ -144,5 +189,5 @@ def run(args) -> int:
                   f"  ({path})", flush=True)
         acc = sess.run(correct, {x: xte, y: yte}) / len(xte)
         print(f"final test accuracy: {acc * 100:.2f}% ({args.model}, {args.epochs} epochs, "
-              f"{time.perf_counter() - t0:.1f} s)")
+              f"{time.perf_counter() - t0:.1f} s{', ' + target if target else ''})")
     return 0

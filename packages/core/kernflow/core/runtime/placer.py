@@ -60,15 +60,23 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _merge_specs(members, nds, specs):
+def _merge_specs(members, nds, specs, yielding=frozenset()):
+    """The device request every member of a colocation group agrees on.
+
+    Members in `yielding` (ops that only join the group through a reference input, like an Assign
+    built under another device scope) give way: as in TF, their own request is ignored when it
+    conflicts with their variable's group.
+    """
     merged = device_spec.DeviceSpec()
     owner = {}
-    for m in members:
+    for m in sorted(members, key=lambda m: m in yielding):
         s = specs[m]
         if s is None:
             continue
-        for f in ("job", "replica", "task", "device_type", "device_index"):
-            v = getattr(s, f)
+        fields = [(f, getattr(s, f)) for f in ("job", "replica", "task", "device_type", "device_index")]
+        if m in yielding and any(v is not None and getattr(merged, f) not in (None, v) for f, v in fields):
+            continue
+        for f, v in fields:
             if v is None:
                 continue
             cur = getattr(merged, f)
@@ -104,6 +112,7 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
     attrs = [node_attrs(nd, od) for nd, od in zip(nds, op_defs)]
     uf = _UnionFind(n)
     specs = []
+    yielding: set[int] = set()
     for i, nd in enumerate(nds):
         dev = nd.device or (options.client_device if nd.op in ANY_DEVICE_OPS else "")
         specs.append(device_spec.DeviceSpec.from_string(dev) if dev else None)
@@ -115,12 +124,15 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
         for (name, _, _), is_ref in zip(data_inputs, ref_flags):
             if is_ref and name in index:
                 uf.union(i, index[name])
+                if not any(c.startswith("loc:@") for c in attrs[i].get("_class", []) or []):
+                    yielding.add(i)
     groups: dict[int, list[int]] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), []).append(i)
     candidates = {}
     for root, members in groups.items():
-        candidates[root] = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options)
+        candidates[root] = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options,
+                                       yielding)
     _greedy_assign(nds, attrs, groups, uf, candidates, index, options)
     if options.log_device_placement:
         for nd in nds:
@@ -139,8 +151,8 @@ def _ref_inputs(op_def, attrs) -> list[bool]:
     return flags
 
 
-def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options):
-    spec = _merge_specs(members, nds, specs)
+def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, yielding=frozenset()):
+    spec = _merge_specs(members, nds, specs, yielding)
     ops = [m for m in members if nds[m].op not in ANY_DEVICE_OPS]
 
     def supported(dev):

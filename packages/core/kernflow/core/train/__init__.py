@@ -3,6 +3,7 @@
 from kernflow.core.train.learning_rate import *  # noqa: F403
 from kernflow.core.train.optimizer import Optimizer
 from kernflow.core.train.server_lib import ClusterSpec, Server
+from kernflow.core.train.device_setter import replica_device_setter
 from kernflow.core.train.optimizers import (AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer,
                                             MomentumOptimizer, RMSPropOptimizer)
 
