@@ -109,7 +109,8 @@ def test_a_dead_worker_fails_the_step_with_unavailable(grpc_cluster):
             sess.run(train, {x: xv})
         assert time.time() - t < 10
         assert T1 in str(e.value)
-        with pytest.raises(errors.UnavailableError, match="unreachable"):
+        # Its devices stay known (placements survive); the step that needs it fails naming it.
+        with pytest.raises(errors.UnavailableError, match="task:1.*(unavailable|unreachable)"):
             sess.run(train, {x: xv})
         # The task restarts on its old port: the session places and registers again.
         port = workers[1].port

@@ -8,7 +8,9 @@ a dead peer during a long call. Servers should be built with `SERVER_OPTIONS`, w
 pings.
 
 Also here: W3C trace-context propagation in call metadata (`outgoing_metadata` on the client,
-`attach_incoming_context` on the server), a no-op until an application installs the OpenTelemetry SDK.
+`incoming_context` / `attach_incoming_context` on the server), a no-op until an application installs
+the OpenTelemetry SDK. Every kernflow client sends it (master and worker clients, RecvTensor pulls
+between workers), so one `Session.run` is one trace across the processes of a cluster.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import contextlib
 import threading
 
 import grpc
+from opentelemetry import trace as _otel_trace
 
 __all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "get_channel", "get_stub", "evict", "close_all",
-           "outgoing_metadata", "attach_incoming_context"]
+           "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
 
 CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", -1),
@@ -107,14 +110,37 @@ def close_all() -> None:
             ch.close()
 
 
-def _tracing_active() -> bool:
-    from opentelemetry import trace
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+# `trace.get_tracer_provider()` looks the OTEL_PYTHON_TRACER_PROVIDER variable up in os.environ on
+# every call until a provider is set (~3 us); the runtime asks several times per step, so it reads
+# the API's global directly (falling back to the public call if that global ever goes away).
+_MISSING = object()
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in __import__("os").environ
+
+
+def tracing_active() -> bool:
+    """True once an application installed an OpenTelemetry SDK tracer provider.
+
+    Until then the API hands out non-recording spans, so propagating or extracting context would
+    only cost time: the runtime checks this (a fraction of a microsecond) before any tracing work.
+    """
+    p = getattr(_otel_trace, "_TRACER_PROVIDER", _MISSING)
+    if p is None and not _ENV_PROVIDER:
+        return False
+    if p is _MISSING or p is None:
+        p = _otel_trace.get_tracer_provider()
+    return not isinstance(p, _otel_trace.ProxyTracerProvider)
+
+
+_tracing_active = tracing_active
 
 
 def outgoing_metadata():
-    """Returns call metadata carrying the current trace context, or None when nothing is traced."""
-    if not _tracing_active():
+    """Returns call metadata carrying the current trace context, or None when nothing is traced.
+
+    The W3C ``traceparent`` (and ``tracestate``, baggage) headers of the current span, through the
+    globally configured propagator; None when no SDK is installed or no span is current.
+    """
+    if not tracing_active():
         return None
     from opentelemetry import propagate
     carrier: dict[str, str] = {}
@@ -122,16 +148,31 @@ def outgoing_metadata():
     return tuple(carrier.items()) or None
 
 
+def incoming_context(context: grpc.ServicerContext):
+    """Server side: the caller's trace context (an OpenTelemetry `Context`), or None.
+
+    None when tracing is off or the call carries no trace headers. Pass it as ``context=`` when
+    starting a span, or attach it; streaming handlers use this rather than `attach_incoming_context`
+    because a generator must not keep a context attached across its yields.
+    """
+    if not tracing_active():
+        return None
+    from opentelemetry import propagate
+    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+    if "traceparent" not in carrier:
+        return None
+    return propagate.extract(carrier)
+
+
 @contextlib.contextmanager
 def attach_incoming_context(context: grpc.ServicerContext):
     """Server side: makes the caller's trace context current inside the `with` block."""
-    if not _tracing_active():
+    ctx = incoming_context(context)
+    if ctx is None:
         yield
         return
     from opentelemetry import context as otel_context
-    from opentelemetry import propagate
-    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-    token = otel_context.attach(propagate.extract(carrier))
+    token = otel_context.attach(ctx)
     try:
         yield
     finally:

@@ -9,6 +9,10 @@ array on the receiving side.
 
 For string tensors, `total_bytes` is the sum of the strings' byte lengths and the elements are
 spread over the messages' `string_val` fields in order.
+
+Receivers that take a stream's messages as raw bytes (no protobuf parse of the payload) split each
+with `split_content`: the small header fields are parsed, the `content` stays a memoryview of the
+received buffer, and `assemble_recv_chunks` copies it once, into the result.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from kernflow.core.runtime.resource_mgr import Var
 from kernflow.client.protobuf import worker_pb2
 
 __all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks",
-           "assemble_recv_chunks", "to_host_array"]
+           "assemble_recv_chunks", "split_content", "to_host_array", "WireSnapshot", "snapshot"]
 
 CHUNK_BYTES = 4 << 20
 
@@ -46,6 +50,8 @@ def to_host_array(value) -> np.ndarray:
         return np.asarray(get())
     if isinstance(value, Var):  # a variable reached through a reference edge: send its value
         return to_host_array(value.read())
+    if isinstance(value, WireSnapshot):
+        return value.array()
     if isinstance(value, (bool, int, float, complex, str, bytes, list, tuple)):
         return tensor_util.to_numpy(value)
     raise TypeError(f"cannot send a value of type {type(value).__name__} over the wire: only "
@@ -101,45 +107,110 @@ def _num_elements(shape) -> int:
     return n
 
 
-def tensor_to_proto(value) -> tensor_pb2.TensorProto:
+# numpy dtype -> (DataType enum, little-endian wire dtype), and DataType enum -> wire dtype: the
+# per-tensor dtype lookups of the hot path (a cached small step encodes and decodes a few tensors).
+_ENCODE: dict = {}
+_DECODE: dict = {}
+
+
+def _encoding(dtype: np.dtype):
+    ent = _ENCODE.get(dtype)
+    if ent is None:
+        dt = _dtypes.as_dtype(dtype)
+        wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
+        ent = _ENCODE[dtype] = (dt.as_datatype_enum, wire)
+        _DECODE.setdefault(dt.as_datatype_enum, wire)
+    return ent
+
+
+def tensor_to_proto(value, out: tensor_pb2.TensorProto | None = None) -> tensor_pb2.TensorProto:
     """Returns a TensorProto of `value`: raw little-endian bytes, or `string_val` for strings.
 
     Args:
         value: a numpy array or scalar (or anything `to_host_array` accepts).
+        out: an empty TensorProto to fill (e.g. a field of a response being built), which saves
+            copying a finished proto into it; a new one when None.
 
     Raises:
         TypeError: if the value is not a tensor or its dtype has no wire representation.
     """
-    arr = to_host_array(value)
+    arr = value if type(value) is np.ndarray else to_host_array(value)
+    p = tensor_pb2.TensorProto() if out is None else out
     if _is_string(arr):
-        p = tensor_pb2.TensorProto(dtype=_dtypes.string.as_datatype_enum,
-                                   tensor_shape=_shape_proto(arr.shape))
+        p.dtype = _dtypes.string.as_datatype_enum
+        p.tensor_shape.CopyFrom(_shape_proto(arr.shape))
         p.string_val.extend(_string_list(arr))
         return p
-    dt, wire = _wire_dtype(arr)
-    arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-    return tensor_pb2.TensorProto(dtype=dt.as_datatype_enum, tensor_shape=_shape_proto(arr.shape),
-                                  tensor_content=arr.tobytes())
+    enum, wire = _encoding(arr.dtype)
+    if arr.dtype != wire or not arr.flags.c_contiguous:
+        arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    p.dtype = enum
+    dims = p.tensor_shape.dim
+    for d in arr.shape:
+        dims.add(size=d)
+    p.tensor_content = arr.tobytes()
+    return p
 
 
 def proto_to_tensor(proto: tensor_pb2.TensorProto) -> np.ndarray:
     """Returns the numpy array a TensorProto holds (fresh and writable; strings as object arrays).
 
     Raises:
-        InvalidArgumentError: for an invalid dtype or a shape that is not fully defined.
-        DataLossError: if the byte count does not match dtype and shape.
+        InvalidArgumentError: for an invalid dtype, a shape that is not fully defined, or a byte
+            (or string) count that does not match dtype and shape.
     """
     if proto.dtype == 0:
         raise errors.InvalidArgumentError(None, None, "TensorProto has no dtype (DT_INVALID)")
     shape = _shape_from(proto.tensor_shape)
+    wire = _DECODE.get(proto.dtype)
+    if wire is not None and wire.isnative:
+        content = proto.tensor_content   # (each access copies the bytes out of the message)
+        if len(content) == _num_elements(shape) * wire.itemsize:
+            return np.frombuffer(content, dtype=wire).reshape(shape).copy()
     if proto.dtype == _dtypes.string.as_datatype_enum:
         if len(proto.string_val) != _num_elements(shape):
-            raise errors.DataLossError(None, None, f"string TensorProto of shape {shape} holds "
-                                       f"{len(proto.string_val)} elements")
-    return tensor_util.make_ndarray(proto)
+            raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: string "
+                                              f"tensor of shape {shape} holds "
+                                              f"{len(proto.string_val)} elements")
+    try:
+        return tensor_util.make_ndarray(proto)
+    except errors.DataLossError as e:  # a request's malformed tensor is the caller's error
+        raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: {e.message}") from None
 
 
 # ---------------------------------------------------------------------------- RecvTensor streams
+class WireSnapshot:
+    """A copy of a numeric host tensor, taken as the byte chunks a RecvTensor stream carries.
+
+    What a `_Send` keeps of a variable's live buffer that another task will pull: the snapshot copy
+    it needs (a later step may update the variable) is the one `iter_recv_chunks` would otherwise
+    make chunk by chunk, so the tensor is copied once instead of twice, into reusable heap blocks.
+    """
+
+    __slots__ = ("dtype_enum", "wire", "shape", "chunks", "nbytes")
+
+    def __init__(self, dtype_enum: int, wire: np.dtype, shape: tuple, chunks: list, nbytes: int):
+        self.dtype_enum, self.wire, self.shape = dtype_enum, wire, shape
+        self.chunks, self.nbytes = chunks, nbytes
+
+    def array(self) -> np.ndarray:
+        """The tensor as a (read-only) numpy array."""
+        return np.frombuffer(b"".join(self.chunks), dtype=self.wire).reshape(self.shape)
+
+
+def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
+    """A copy of `arr` that later updates of `arr` do not change: a `WireSnapshot` for numeric
+    numpy arrays, ``arr.copy()`` for anything else (strings, device arrays)."""
+    if not isinstance(arr, np.ndarray) or _is_string(arr):
+        return arr.copy()
+    enum, wire = _encoding(arr.dtype)
+    if arr.dtype != wire or not arr.flags.c_contiguous:
+        arr = np.asarray(arr, dtype=wire, order="C")
+    view = _byte_view(arr)
+    chunks = [bytes(view[i:i + chunk_bytes]) for i in range(0, arr.nbytes, chunk_bytes)] or [b""]
+    return WireSnapshot(enum, wire, arr.shape, chunks, arr.nbytes)
+
+
 def iter_recv_chunks(value, is_dead: bool = False,
                      chunk_bytes: int = CHUNK_BYTES) -> Iterator[worker_pb2.RecvTensorResponse]:
     """Yields the RecvTensor responses that carry `value`.
@@ -162,6 +233,12 @@ def iter_recv_chunks(value, is_dead: bool = False,
             msg.dtype = (_dtypes.string if _is_string(arr) else _dtypes.as_dtype(arr.dtype)).as_datatype_enum
             msg.shape.CopyFrom(_shape_proto(arr.shape))
         yield msg
+        return
+    if isinstance(value, WireSnapshot):   # already cut into chunks (of its own size)
+        yield worker_pb2.RecvTensorResponse(dtype=value.dtype_enum, shape=_shape_proto(value.shape),
+                                            total_bytes=value.nbytes, content=value.chunks[0])
+        for chunk in value.chunks[1:]:
+            yield worker_pb2.RecvTensorResponse(content=chunk)
         return
     arr = to_host_array(value)
     if _is_string(arr):
@@ -195,9 +272,82 @@ def _iter_string_chunks(arr: np.ndarray, chunk_bytes: int):
     yield msg
 
 
-def assemble_recv_chunks(
-        responses: Iterable[worker_pb2.RecvTensorResponse]) -> tuple[np.ndarray | None, bool]:
+def _varint(buf, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed varint")
+
+
+_CONTENT_FIELD = 3   # `content` in RecvTensorResponse and RunStepStreamResponse
+
+
+def split_content(buf: bytes, message_class):
+    """Parses a serialized chunk message except its `content` field (number 3), which it does not copy.
+
+    Args:
+        buf: the serialized message (e.g. a RecvTensorResponse or RunStepStreamResponse as received).
+        message_class: the message type to parse the other fields into.
+
+    Returns:
+        (message without content, memoryview of the content bytes in `buf`).
+
+    Raises:
+        DataLossError: if `buf` is not a well-formed message.
+    """
+    mv = memoryview(buf)
+    n = len(buf)
+    pos, span = 0, None
+    try:
+        while pos < n:
+            start = pos
+            tag, pos = _varint(buf, pos)
+            wire = tag & 7
+            if wire == 0:
+                _, pos = _varint(buf, pos)
+            elif wire == 2:
+                length, pos = _varint(buf, pos)
+                if tag >> 3 == _CONTENT_FIELD:
+                    if span is not None:   # repeated (never written so): let protobuf merge it
+                        msg = message_class.FromString(buf)
+                        return msg, memoryview(msg.content)
+                    span = (start, pos, pos + length)
+                pos += length
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                raise ValueError(f"unsupported wire type {wire}")
+        if pos != n:
+            raise ValueError("truncated field")
+        if span is None:
+            return message_class.FromString(buf), mv[0:0]
+        head, body, end = span
+        rest = bytes(mv[:head]) + bytes(mv[end:]) if head or end < n else b""
+        return message_class.FromString(rest), mv[body:end]
+    except Exception as e:  # noqa: BLE001 - ValueError, IndexError, protobuf's DecodeError
+        raise errors.DataLossError(None, None,
+                                   f"malformed {message_class.__name__} on the wire: {e}") from None
+
+
+def _parts(item):
+    """(message, content) of a stream item: a message, or a (header, content) pair of `split_content`."""
+    return item if type(item) is tuple else (item, item.content)
+
+
+def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
     """Rebuilds the tensor of a RecvTensor stream.
+
+    Args:
+        responses: RecvTensorResponse messages (or messages with the same fields, such as
+            RunStepStreamResponse), or ``(message, content)`` pairs from `split_content`.
 
     Returns:
         (array, is_dead): the array is fresh and writable; it is None for a dead tensor.
@@ -208,9 +358,10 @@ def assemble_recv_chunks(
         DataLossError: the stream ended before all bytes arrived (or was empty).
     """
     it = iter(responses)
-    first = next(it, None)
-    if first is None:
+    item = next(it, None)
+    if item is None:
         raise errors.DataLossError(None, None, "RecvTensor stream ended before its first message")
+    first, content = _parts(item)
     if first.is_dead:
         for _ in it:  # drain, so the call completes cleanly
             pass
@@ -219,7 +370,7 @@ def assemble_recv_chunks(
         raise errors.InvalidArgumentError(None, None, "RecvTensor: the first message has no dtype")
     shape = _shape_from(first.shape)
     if first.dtype == _dtypes.string.as_datatype_enum:
-        return _assemble_strings(first, it, shape), False
+        return _assemble_strings(first, (_parts(x)[0] for x in it), shape), False
     dt = _dtypes.as_dtype(first.dtype)
     wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
     expected = _num_elements(shape) * wire.itemsize
@@ -231,9 +382,7 @@ def assemble_recv_chunks(
     out = np.empty(shape, dtype=wire)
     view = _byte_view(out)
     filled = 0
-    msg = first
-    while msg is not None:
-        content = msg.content
+    while True:
         n = len(content)
         if n:
             if filled + n > total:
@@ -242,7 +391,10 @@ def assemble_recv_chunks(
                                 f"({filled + n} so far)")
             view[filled:filled + n] = content
             filled += n
-        msg = next(it, None)
+        item = next(it, None)
+        if item is None:
+            break
+        content = _parts(item)[1]
     if filled < total:
         raise errors.DataLossError(None, None, f"RecvTensor stream ended after {filled} of {total} bytes")
     if not wire.isnative:

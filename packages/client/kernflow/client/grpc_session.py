@@ -6,9 +6,17 @@ later steps first send the ops added to the graph since (`ExtendSession`, the wh
 tracked with `Graph.version`). Feeds and fetched values travel as raw tensor bytes
 (`kernflow.client.codec`), and the master's errors come back as the same TF error classes.
 
+``kf.Session("etcd://host:port/cluster")`` reads the cluster's master address from etcd once
+(``/kernflow/<cluster>/master``, see `kernflow.client.discovery`) and is then a GrpcSession to it.
+
 Deadlines: RunStep waits `RunOptions.timeout_in_ms`, else `ConfigProto.operation_timeout_in_ms`
 (plus a grace period so the master's own message wins), else without a deadline; every other call
 has one (see `GrpcMasterClient`).
+
+Large fetches: a step expected to fetch at least `STREAM_FETCH_BYTES` (from the fetches' static
+shapes, else from what the same fetches returned last time) uses RunStepStream, where the master
+pulls each value from the task that produced it and forwards it in 4 MiB chunks, written straight
+into the result array here; other steps use the unary RunStep (one round trip, lowest latency).
 """
 
 from __future__ import annotations
@@ -16,16 +24,20 @@ from __future__ import annotations
 import logging
 import threading
 
+from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.client import codec
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protobuf import master_pb2
-from kernflow.client.protobuf import worker_pb2
 
-__all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset"]
+__all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd_session_factory",
+           "etcd_reset"]
 
 _log = logging.getLogger(__name__)
 SCHEME = "grpc://"
+# Steps expected to fetch at least this many bytes stream their fetches (RunStepStream).
+STREAM_FETCH_BYTES = 1 << 20
+_MAX_REMEMBERED = 1024   # fetch lists whose result size is remembered
 
 
 def parse_target(target: str) -> str:
@@ -67,6 +79,8 @@ class GrpcSession:
         self._master_version = 0    # the master's graph version, for ExtendSession
         self._closed = False
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
+        self._fetch_bytes: dict[tuple, int | None] = {}   # fetch names -> bytes (last or static)
+        self._can_stream = True                           # False once the master lacks RunStepStream
 
     @property
     def handle(self) -> str | None:
@@ -126,11 +140,22 @@ class GrpcSession:
         self._sync_graph()
         req = master_pb2.RunStepRequest(session_handle=self._handle, fetch=fetches, target=targets)
         for name, value in zip(feeds, feed_values):
-            req.feed.append(worker_pb2.NamedTensor(name=name, tensor=codec.tensor_to_proto(value)))
+            codec.tensor_to_proto(value, out=req.feed.add(name=name).tensor)
         if options is not None:
             req.options.CopyFrom(options)
         if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:
             req.options.timeout_in_ms = self._timeout_ms
+        key = tuple(fetches)
+        if self._can_stream and fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES:
+            try:
+                out, metadata = _read_stream(self._master.run_step_stream(req), fetches, self.address)
+            except errors.UnimplementedError:
+                self._can_stream = False   # an older master: RunStep from now on
+            else:
+                self._remember(key, out)
+                if run_metadata is not None and metadata is not None:
+                    run_metadata.MergeFrom(metadata)
+                return out
         resp = self._master.run_step(req)
         if len(resp.tensor) != len(fetches):
             raise errors.InternalError(None, None, f"master at {self.address} returned {len(resp.tensor)} "
@@ -143,7 +168,20 @@ class GrpcSession:
             out.append(codec.proto_to_tensor(nt.tensor))
         if run_metadata is not None and resp.HasField("metadata"):
             run_metadata.MergeFrom(resp.metadata)
+        self._remember(key, out)
         return out
+
+    def _expected_bytes(self, key: tuple) -> int:
+        """Bytes the fetches returned last time, else their static size (0 when unknown)."""
+        n = self._fetch_bytes.get(key, -1)
+        if n == -1:
+            n = self._fetch_bytes[key] = _static_bytes(self.graph, key) if len(self._fetch_bytes) < \
+                _MAX_REMEMBERED else None
+        return n or 0
+
+    def _remember(self, key: tuple, values) -> None:
+        if key in self._fetch_bytes or len(self._fetch_bytes) < _MAX_REMEMBERED:
+            self._fetch_bytes[key] = sum(getattr(v, "nbytes", 0) for v in values)
 
     # ------------------------------------------------------------------ management
     def list_devices(self):
@@ -168,6 +206,77 @@ class GrpcSession:
             _log.warning("could not close session %s on master %s: %s", handle, self.address, e)
 
 
+def _static_bytes(graph, fetches) -> int | None:
+    """Total bytes of `fetches` from their static shapes and dtypes, or None if any is unknown."""
+    total = 0
+    for name in fetches:
+        try:
+            t = graph.get_tensor_by_name(name)
+            n = t.shape.num_elements()
+            dtype = t.dtype.base_dtype
+            size = 0 if dtype == dtypes.string else dtype.size
+        except Exception:  # noqa: BLE001 - not a tensor of this graph, unknown shapes...
+            return None
+        if n is None or not size:   # (a string's size is not known before it exists)
+            return None
+        total += n * size
+    return total
+
+
+class _Chunks:
+    """The consecutive chunks of one fetch in a RunStepStream (see `_read_stream`)."""
+
+    def __init__(self, it, first):
+        self._it = it
+        self.index = first[0].fetch_index
+        self.next = first          # the first item after this fetch's chunks, once iterated
+
+    def __iter__(self):
+        item = self.next
+        while True:
+            yield item
+            item = next(self._it, None)
+            if item is None or item[0].done or item[0].fetch_index != self.index:
+                self.next = item
+                return
+
+
+def _read_stream(responses, fetches, address: str):
+    """Assembles the fetched values of a RunStepStream; returns (values, RunMetadata or None).
+
+    Args:
+        responses: ``(RunStepStreamResponse, content)`` pairs (`GrpcMasterClient.run_step_stream`).
+        fetches: the fetched tensor names.
+        address: the master's, for error messages.
+    """
+    it = iter(responses)
+    out = [None] * len(fetches)
+    seen = set()
+    item = next(it, None)
+    while item is not None and not item[0].done:
+        chunks = _Chunks(it, item)
+        i = chunks.index
+        if not 0 <= i < len(fetches) or i in seen:
+            raise errors.InternalError(None, None, f"master at {address} streamed fetch {i} out of order "
+                                       f"({len(fetches)} fetches)")
+        seen.add(i)
+        value, is_dead = codec.assemble_recv_chunks(chunks)
+        if is_dead:
+            raise errors.InvalidArgumentError(None, None, f"Fetched tensor {fetches[i]} was not computed "
+                                              f"(it is on an untaken branch of a conditional)")
+        out[i] = value
+        item = chunks.next
+    if item is None:
+        raise errors.DataLossError(None, None, f"RunStepStream from master at {address} ended early")
+    if len(seen) != len(fetches):
+        missing = [fetches[i] for i in range(len(fetches)) if i not in seen]
+        raise errors.InternalError(None, None, f"master at {address} did not return {missing}")
+    for _ in it:   # let the call finish cleanly
+        pass
+    done = item[0]
+    return out, (done.metadata if done.HasField("metadata") else None)
+
+
 def grpc_session_factory(target: str, graph, config=None) -> GrpcSession:
     """The ``grpc`` session factory: ``kf.Session("grpc://host:port")``."""
     return GrpcSession(target, graph, config)
@@ -180,3 +289,24 @@ def reset(target: str, containers=None, config=None) -> None:
 
 
 grpc_session_factory.reset = reset
+
+
+def etcd_session_factory(target: str, graph, config=None) -> GrpcSession:
+    """The ``etcd`` session factory: ``kf.Session("etcd://host:port/cluster")``.
+
+    Raises:
+        UnavailableError: etcd does not answer, or no master of the cluster is registered.
+    """
+    from kernflow.client.discovery import resolve_master_target
+    session = GrpcSession(resolve_master_target(target), graph, config)
+    session.etcd_target = target
+    return session
+
+
+def etcd_reset(target: str, containers=None, config=None) -> None:
+    """``kf.Session.reset("etcd://host:port/cluster", containers)``, through the registered master."""
+    from kernflow.client.discovery import resolve_master_target
+    reset(resolve_master_target(target), containers, config)
+
+
+etcd_session_factory.reset = etcd_reset

@@ -12,6 +12,7 @@ import grpc
 
 from kernflow.core.framework import errors
 from kernflow.client import channels
+from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
 from kernflow.client.rpc_errors import error_from_rpc
@@ -76,6 +77,27 @@ class GrpcMasterClient:
             timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
         return self._call("RunStep", request, timeout)
 
+    def run_step_stream(self, request: master_pb2.RunStepRequest, timeout: float | None = None):
+        """Runs one step, the fetched values streaming back in chunks (large fetches).
+
+        Deadline as `run_step`. Returns an iterator of ``(RunStepStreamResponse, content)`` pairs:
+        the message without its ``content``, which is a memoryview of the received bytes
+        (`codec.split_content`: the payload is not copied until it is assembled). The chunks of
+        each fetch come in turn, then a message with ``done``. Errors, also midway, are raised as
+        TF error classes; dropping the iterator early cancels the call (and the step).
+        """
+        if timeout is None and request.options.timeout_in_ms > 0:
+            timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
+        what = f"RunStepStream on master at {self.address}"
+        try:
+            stub = channels.get_stub(self.address, _RawStreamStub)
+            call = stub.RunStepStream(request, timeout=timeout, metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, what) from None
+        except ValueError as e:  # closed channel
+            raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
+        return _split(_stream(call, what))
+
     def close_session(self, request: master_pb2.CloseSessionRequest,
                       timeout: float | None = None) -> master_pb2.CloseSessionResponse:
         """Closes a session (its partitions are deregistered, its state freed)."""
@@ -94,3 +116,28 @@ class GrpcMasterClient:
 
     def close(self) -> None:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
+
+
+def _stream(call, what: str):
+    try:
+        yield from call
+    except grpc.RpcError as e:
+        raise error_from_rpc(e, what) from None
+    finally:
+        if call.is_active():
+            call.cancel()
+
+
+class _RawStreamStub:
+    """RunStepStream on a channel, its responses left as bytes (cached by `channels.get_stub`)."""
+
+    def __init__(self, channel):
+        self.RunStepStream = channel.unary_stream(
+            "/kernflow.client.protobuf.MasterService/RunStepStream",
+            request_serializer=master_pb2.RunStepRequest.SerializeToString,
+            response_deserializer=None)
+
+
+def _split(raw):
+    for buf in raw:
+        yield codec.split_content(buf, master_pb2.RunStepStreamResponse)

@@ -132,8 +132,35 @@ class GrpcWorkerClient:
             raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
         return _stream(call, what)
 
+    def recv_tensor_raw(self, request: worker_pb2.RecvTensorRequest,
+                        timeout: float | None = None) -> Iterator[bytes]:
+        """`recv_tensor`, but yields each RecvTensorResponse as the bytes received (not parsed).
+
+        For receivers that forward the chunks or split them with `codec.split_content`, which
+        saves the two copies of the payload that parsing and reading ``content`` would make.
+        """
+        what = self._what(f"RecvTensor({request.rendezvous_key!r}, step {request.step_id})")
+        try:
+            stub = channels.get_stub(self.address, _RawRecvStub)
+            call = stub.RecvTensor(request, timeout=timeout, metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, what) from None
+        except ValueError as e:  # closed channel
+            raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
+        return _stream(call, what)
+
     def close(self) -> None:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
+
+
+class _RawRecvStub:
+    """RecvTensor on a channel, its responses left as bytes (cached per address by `channels.get_stub`)."""
+
+    def __init__(self, channel):
+        self.RecvTensor = channel.unary_stream(
+            "/kernflow.client.protobuf.WorkerService/RecvTensor",
+            request_serializer=worker_pb2.RecvTensorRequest.SerializeToString,
+            response_deserializer=None)
 
 
 def _stream(call, what: str):

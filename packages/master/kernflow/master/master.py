@@ -34,10 +34,13 @@ from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
 
+from kernflow.client import channels
 from kernflow.client.protobuf import master_pb2, worker_pb2
+from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
 from kernflow.master.graph_util import apply_default_task, group_by_task
+from kernflow.master.step_routes import Routes
 from kernflow.master.threads import ElasticPool, call_all
 
 __all__ = ["Master"]
@@ -50,9 +53,7 @@ _REFRESH_ERRORS = (errors.UnavailableError, errors.AbortedError, errors.NotFound
                    errors.UnknownError, errors.DataLossError)
 
 
-def _tracing() -> bool:
-    """True once an application installed an OpenTelemetry SDK (else spans would be no-ops)."""
-    return not isinstance(_otel.get_tracer_provider(), _otel.ProxyTracerProvider)
+_tracing = channels.tracing_active   # True once an application installed an OpenTelemetry SDK
 
 
 def _as_op_error(err: BaseException, what: str) -> errors.OpError:
@@ -79,9 +80,9 @@ class _StepPlan:
     tasks: list                 # participating tasks, sorted
     graphs: dict                # task -> GraphDef
     handles: dict               # task -> graph handle
-    arg_task: str | None        # the task holding the _Arg nodes (gets the feeds)
-    retval_task: str | None     # the task holding the _Retval nodes (returns the fetches)
+    routes: Routes              # which task gets which feeds, returns or sends which fetches
     incarnations: dict          # device name -> incarnation, as registered
+    rendezvous_tasks: set       # tasks whose graphs use _Send/_Recv (their step state needs CleanupGraph)
 
 
 class _Session:
@@ -333,6 +334,11 @@ class Master:
     def _refresh_devices(self, s: _Session) -> None:
         """Re-gathers the devices; drops placements and registrations made for other incarnations."""
         devices, unreachable = self._gather(s.filters)
+        if unreachable and s.devices:
+            # Keep the last known devices of tasks that do not answer now: placements and cached
+            # plans stay valid, and only the steps that need a dead task fail (naming it).
+            seen = {d.name for d in devices}
+            devices = devices + [d for d in s.devices if d.task in unreachable and d.name not in seen]
         if not devices:
             raise next(iter(unreachable.values()), None) or errors.NotFoundError(
                 None, None, "No worker of the cluster reports any device")
@@ -389,14 +395,14 @@ class Master:
         s.placed, s.placed_key = placed, key
         return placed
 
-    def _prepare(self, s: _Session, sig: tuple) -> _StepPlan:
+    def _prepare(self, s: _Session, sig: tuple, pull: bool = False) -> _StepPlan:
         with s.lock:
             if s.closed:
                 raise errors.AbortedError(None, None, f"Session {s.handle} was closed.")
             refreshed = s.refresh
             if refreshed:
                 self._refresh_devices(s)
-            plan = s.steps.get(sig)
+            plan = s.steps.get((sig, pull))
             if plan is not None:
                 return plan
             if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
@@ -404,14 +410,8 @@ class Master:
             feeds, fetches, targets = sig
             placed = self._placed(s)
             pruned = prune(placed, feeds, fetches, targets, client_device=s.client_device)
-            graphs = group_by_task(partition(pruned, s.incarnations))
-            arg_task = retval_task = None
-            for task, g in graphs.items():
-                for nd in g.node:
-                    if nd.op == "_Arg":
-                        arg_task = task
-                    elif nd.op == "_Retval":
-                        retval_task = task
+            graphs, routes = step_routes.route(group_by_task(partition(pruned, s.incarnations)),
+                                               task_of(s.client_device), pull, s.incarnations)
             tasks = sorted(graphs, key=task_sort_key)
             got = self._call_tasks(
                 tasks, "register_graph",
@@ -425,13 +425,15 @@ class Master:
                     handles[task] = resp.graph_handle
                 elif failure is None:
                     failure = _name_task(err, task)
-            plan = _StepPlan(tasks, graphs, handles, arg_task, retval_task, dict(s.incarnations))
+            rendezvous_tasks = {t for t, g in graphs.items()
+                                if any(nd.op in ("_Send", "_Recv") for nd in g.node)}
+            plan = _StepPlan(tasks, graphs, handles, routes, dict(s.incarnations), rendezvous_tasks)
             if failure is not None:
                 self._pool.submit(lambda: self._deregister(s.handle, [plan]))
                 if isinstance(failure, _REFRESH_ERRORS):
                     s.refresh = True
                 raise failure
-            s.steps[sig] = plan
+            s.steps[(sig, pull)] = plan
             return plan
 
     # ------------------------------------------------------------------ running a step
@@ -448,60 +450,100 @@ class Master:
         """
         if not _tracing():
             return self._run_step(request)
-        with _tracer.start_as_current_span("Master.RunStep", record_exception=True) as span:
+        with _tracer.start_as_current_span("Master.RunStep", kind=_otel.SpanKind.SERVER,
+                                           record_exception=True) as span:
             span.set_attribute("kernflow.session", request.session_handle)
             span.set_attribute("kernflow.fetch_count", len(request.fetch))
             return self._run_step(request)
 
     def _run_step(self, request) -> master_pb2.RunStepResponse:
-        s = self._session(request.session_handle)
-        options = request.options if request.HasField("options") else None
-        sig = (tuple(t.name for t in request.feed), tuple(request.fetch), tuple(request.target))
-        if len(set(sig[0])) != len(sig[0]):
-            raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
-        plan = None if s.refresh else s.steps.get(sig)
-        if plan is None:
-            try:
-                plan = self._prepare(s, sig)
-            except _REFRESH_ERRORS:
-                s.refresh = True
-                raise
+        s, plan, options = self._plan_for(request, pull=False)
         resp = master_pb2.RunStepResponse()
         if not plan.tasks:
             return resp
-        trace = options is not None and options.trace_level > 0
-        timeout_ms = s.timeout_ms(options)
-        step_id = random.getrandbits(63) or 1
-        reqs = {}
-        for task in plan.tasks:
-            r = worker_pb2.RunGraphRequest(session_handle=s.handle, graph_handle=plan.handles[task],
-                                           step_id=step_id, collect_stats=trace, timeout_in_ms=timeout_ms)
-            if task == plan.arg_task:
-                r.send.extend(request.feed)
-            if task == plan.retval_task:
-                r.recv_key.extend(request.fetch)
-            reqs[task] = r
+        step_id, reqs, timeout_ms = self._run_graph_requests(s, plan, request, options)
+        failed = True
         try:
             results = self._run_tasks(s, plan, step_id, reqs, timeout_ms)
+            failed = False
         except errors.OpError as e:
             if isinstance(e, _REFRESH_ERRORS):
                 s.refresh = True
             raise
         finally:
-            self._cleanup(plan.tasks, step_id)
-        if plan.retval_task is not None:
-            recv = results[plan.retval_task].recv
-            if len(recv) != len(request.fetch):
-                raise errors.InternalError(None, None, f"Task {plan.retval_task} returned {len(recv)} "
-                                           f"tensors for {len(request.fetch)} fetches")
-            for name, nt in zip(request.fetch, recv):
-                resp.tensor.add(name=name).tensor.CopyFrom(nt.tensor)
-        if trace:
-            self._record_stats(s, results, resp.metadata.step_stats)
+            self._cleanup(plan.tasks if failed else plan.rendezvous_tasks, step_id)
+        fetched = [None] * len(request.fetch)
+        for task, indices in plan.routes.fetches.items():
+            recv = results[task].recv
+            if len(recv) != len(indices):
+                raise errors.InternalError(None, None, f"Task {task} returned {len(recv)} tensors for "
+                                           f"{len(indices)} fetches")
+            for i, nt in zip(indices, recv):
+                fetched[i] = nt.tensor
+        for name, t in zip(request.fetch, fetched):
+            if t is None:
+                raise errors.InternalError(None, None, f"No task of the step returned fetch {name}")
+            resp.tensor.add(name=name).tensor.CopyFrom(t)
+        self._fill_metadata(s, plan, options, results, resp.metadata)
+        return resp
+
+    def run_step_stream(self, request, trace_context=None):
+        """Runs one step like `run_step`, streaming the fetched values back as they arrive.
+
+        Every fetch is pulled with RecvTensor from the task that produced it and forwarded chunk
+        by chunk (`stream_step`); errors are those of `run_step`.
+
+        Args:
+            request: a `RunStepRequest`.
+            trace_context: the caller's OpenTelemetry context (the servicer passes the one from
+                the call metadata); default: the context current when this is called.
+
+        Returns:
+            An iterator of `RunStepStreamResponse`: chunks of fetch 0, then of fetch 1, ..., then
+            a last message with ``done`` set (and the metadata asked for).
+        """
+        from kernflow.master.stream_step import run_step_stream
+        return run_step_stream(self, request, trace_context)
+
+    def _plan_for(self, request, pull: bool):
+        """Returns (session, step plan, RunOptions or None) of a RunStep request."""
+        s = self._session(request.session_handle)
+        options = request.options if request.HasField("options") else None
+        sig = (tuple(t.name for t in request.feed), tuple(request.fetch), tuple(request.target))
+        if len(set(sig[0])) != len(sig[0]):
+            raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
+        plan = None if s.refresh else s.steps.get((sig, pull))
+        if plan is None:
+            try:
+                plan = self._prepare(s, sig, pull)
+            except _REFRESH_ERRORS:
+                s.refresh = True
+                raise
+        return s, plan, options
+
+    def _run_graph_requests(self, s: _Session, plan: _StepPlan, request, options):
+        """Returns (step id, {task: RunGraphRequest}, step timeout in ms) of one step."""
+        trace = options is not None and options.trace_level > 0
+        timeout_ms = s.timeout_ms(options)
+        step_id = random.getrandbits(63) or 1
+        reqs = {}
+        feeds, fetches = plan.routes.feeds, plan.routes.fetches
+        for task in plan.tasks:
+            r = worker_pb2.RunGraphRequest(session_handle=s.handle, graph_handle=plan.handles[task],
+                                           step_id=step_id, collect_stats=trace, timeout_in_ms=timeout_ms)
+            for i in feeds.get(task, ()):
+                r.send.append(request.feed[i])
+            for i in fetches.get(task, ()):
+                r.recv_key.append(request.fetch[i])
+            reqs[task] = r
+        return step_id, reqs, timeout_ms
+
+    def _fill_metadata(self, s: _Session, plan: _StepPlan, options, results: dict, metadata) -> None:
+        if options is not None and options.trace_level > 0:
+            self._record_stats(s, results, metadata.step_stats)
         if options is not None and options.output_partition_graphs:
             for task in plan.tasks:
-                resp.metadata.partition_graphs.add().CopyFrom(plan.graphs[task])
-        return resp
+                metadata.partition_graphs.add().CopyFrom(plan.graphs[task])
 
     def _record_stats(self, s: _Session, results: dict, step_stats) -> None:
         for task in sorted(results, key=task_sort_key):
@@ -516,7 +558,13 @@ class Master:
                         s.cost_model.record(ns.node_name, dev.device_type, max(secs, 0.0))
 
     def _cleanup(self, tasks, step_id: int) -> None:
-        """Frees the step's state on every task, in the background (best effort)."""
+        """Frees the step's state on `tasks`, in the background (best effort).
+
+        A task whose graph uses no _Send/_Recv needs none after a successful step: its worker drops
+        the step's state when RunGraph returns.
+        """
+        if not tasks:
+            return
         req = worker_pb2.CleanupGraphRequest(step_id=step_id)
         for task in tasks:
             def run(task=task):
@@ -547,7 +595,7 @@ class Master:
             # per step). The call's deadline bounds it, and a dead peer fails it (gRPC keepalive).
             ((task, req),) = reqs.items()
             try:
-                return {task: self._worker(task).run_graph(req, timeout=rpc_deadline_s)}
+                return {task: self._run_graph(task, req, step_id, rpc_deadline_s)}
             except Exception as e:  # noqa: BLE001 - reported as a TF error naming the task
                 err = _name_task(_as_op_error(e, f"RunGraph on task {task}"), task)
                 if timeout_ms and isinstance(err, errors.DeadlineExceededError):
@@ -558,12 +606,7 @@ class Master:
         traced = _tracing()
         for task, req in reqs.items():
             def call(task=task, req=req):
-                if not traced:
-                    return self._worker(task).run_graph(req, timeout=rpc_deadline_s)
-                with _tracer.start_as_current_span("RunGraph", record_exception=True) as span:
-                    span.set_attribute("kernflow.task", task)
-                    span.set_attribute("kernflow.step_id", step_id)
-                    return self._worker(task).run_graph(req, timeout=rpc_deadline_s)
+                return self._run_graph(task, req, step_id, rpc_deadline_s)
 
             def run(task=task, call=call, ctx=contextvars.copy_context() if traced else None):
                 try:
@@ -611,6 +654,7 @@ class Master:
                 probing = False
                 next_probe = time.monotonic() + self.health_check_interval_s
                 if err is not None and task in pending and give_up_at is None:
+                    pending.discard(task)  # declared dead: the step does not wait for it
                     fail(task, err)
                 continue
             pending.discard(task)
@@ -626,6 +670,16 @@ class Master:
             err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
                                                f"for the step to finish: {err.message}")
         raise err
+
+    def _run_graph(self, task: str, req, step_id: int, timeout_s: float):
+        """Calls RunGraph on `task`; traced, it is a "RunGraph" span whose context the call carries."""
+        if not _tracing():
+            return self._worker(task).run_graph(req, timeout=timeout_s)
+        with _tracer.start_as_current_span("RunGraph", kind=_otel.SpanKind.CLIENT,
+                                           record_exception=True) as span:
+            span.set_attribute("kernflow.task", task)
+            span.set_attribute("kernflow.step_id", step_id)
+            return self._worker(task).run_graph(req, timeout=timeout_s)
 
     def _probe(self, tasks, plan: _StepPlan, q) -> None:
         """Health-checks `tasks` in the background; reports ("probe", task, None, error|None)."""

@@ -5,6 +5,15 @@ Adds the ``kernflow master`` command: a standalone master for a cluster of worke
     kernflow master --port 2222 --cluster-spec '{"worker": ["10.0.0.1:2223", "10.0.0.2:2223"]}'
 
 Sessions then use ``kf.Session("grpc://<this host>:2222")``.
+
+With etcd, the master finds the workers there and registers itself::
+
+    kernflow master --etcd 127.0.0.1:2379 --cluster NAME [--min-workers N]
+
+It watches ``/kernflow/NAME/workers/`` and resolves ``/job:x/task:i`` through that table on every
+use (a task restarted on another port is found again), waits until N tasks are registered, then
+serves and keeps ``/kernflow/NAME/master`` alive under a lease, so
+``kf.Session("etcd://127.0.0.1:2379/NAME")`` finds it. It removes its key when it stops.
 """
 
 from __future__ import annotations
@@ -20,9 +29,20 @@ from kernflow.core.plugins import hookimpl
 def _configure(parser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port to serve on (0 picks a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 for all)")
-    parser.add_argument("--cluster-spec", required=True,
+    parser.add_argument("--cluster-spec", default=None,
                         help='the workers as JSON, {"job": ["host:port", ...]} or {"job": {"index": '
-                             '"host:port"}}, or @FILE to read it from a file')
+                             '"host:port"}}, or @FILE to read it from a file (or use --etcd)')
+    parser.add_argument("--etcd", default=None, metavar="HOST:PORT",
+                        help="find the workers in etcd and register this master there")
+    parser.add_argument("--cluster", default="default", metavar="NAME",
+                        help="cluster name in etcd (default: default)")
+    parser.add_argument("--ttl", type=int, default=10,
+                        help="etcd lease TTL in seconds of the master's key (default: 10)")
+    parser.add_argument("--advertise", default=None, metavar="HOST",
+                        help="host name or IP registered in etcd (default: --host, or this machine's "
+                             "name when binding all interfaces)")
+    parser.add_argument("--min-workers", type=int, default=1, metavar="N",
+                        help="with --etcd: wait until N tasks are registered before serving (default: 1)")
 
 
 def load_cluster_spec(text: str):
@@ -55,8 +75,84 @@ def build_master(cluster, config=None):
     return Master(resolve, config=config, tasks=cluster.task_names())
 
 
+def build_etcd_master(table, config=None):
+    """Returns a `Master` whose tasks are the ones registered in `table` (a started `WorkerTable`).
+
+    Workers are resolved through the table on every use, and the master's task list grows as new
+    tasks register (a task that went away stays listed: it fails steps that need it with
+    `UnavailableError` until it registers again).
+
+    Raises:
+        ValueError: the table has no task yet.
+    """
+    from kernflow.master.master import Master
+    master = Master(table.resolver(), config=config, tasks=table.known_tasks())
+
+    def sync_tasks(t):
+        known = t.known_tasks()
+        if known and known != master.tasks:
+            master.tasks = known  # read on every use by the Master; sorted like task_sort_key
+    table.add_listener(sync_tasks)
+    sync_tasks(table)
+    return master
+
+
+def _run_etcd(args) -> int:
+    import threading
+
+    from kernflow.client import discovery
+    from kernflow.master.server import MasterServer, register_in_etcd
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda signum, frame: stop.set())
+                for s in (signal.SIGTERM, signal.SIGINT)}
+    table = registration = server = master = None
+    try:
+        try:
+            table = discovery.WorkerTable(args.etcd, args.cluster).start()
+        except Exception as e:  # noqa: BLE001 - reported, not a traceback
+            print(f"kernflow master: cannot watch the cluster in etcd: {getattr(e, 'message', e)}",
+                  file=sys.stderr)
+            return 1
+        want = max(int(args.min_workers), 1)
+        if len(table.known_tasks()) < want:
+            print(f"kernflow master waiting for {want} task(s) to register in etcd at {table.endpoint} "
+                  f"(cluster {args.cluster})", flush=True)
+        while not table.wait_until(lambda e: len(table.known_tasks()) >= want, 0.5):
+            if stop.is_set():
+                return 0
+        master = build_etcd_master(table)
+        try:
+            server = MasterServer(master, port=args.port, host=args.host)
+            registration = register_in_etcd(server, args.etcd, args.cluster, ttl_s=args.ttl,
+                                            advertise=args.advertise)
+        except Exception as e:  # noqa: BLE001 - reported, not a traceback
+            print(f"kernflow master: cannot serve: {getattr(e, 'message', e)}", file=sys.stderr)
+            return 1
+        print(f"kernflow master serving {server.target} for {', '.join(master.tasks)}; registered as "
+              f"{registration.key} in etcd at {registration.endpoint}", flush=True)
+        while not stop.wait(0.5):
+            pass
+        return 0
+    finally:
+        if registration is not None:
+            registration.stop()
+        if server is not None:
+            server.stop(1.0)
+        if master is not None:
+            master.close()
+        if table is not None:
+            table.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
 def _run(args) -> int:
     from kernflow.master.server import MasterServer
+    if getattr(args, "etcd", None):
+        return _run_etcd(args)
+    if not args.cluster_spec:
+        print("kernflow master: give --cluster-spec or --etcd", file=sys.stderr)
+        return 2
     try:
         cluster = load_cluster_spec(args.cluster_spec)
     except (OSError, TypeError, ValueError) as e:

@@ -17,7 +17,7 @@ from kernflow.client.protobuf import master_pb2_grpc
 from kernflow.core.framework import errors
 from kernflow.master.servicer import MasterServicer
 
-__all__ = ["MasterServer", "SERVER_OPTIONS"]
+__all__ = ["MasterServer", "SERVER_OPTIONS", "register_in_etcd"]
 
 # Unlimited message sizes (feeds and fetches travel as raw bytes in one message), the clients'
 # keepalive pings accepted, no port sharing: the options every kernflow server uses.
@@ -104,3 +104,26 @@ class MasterServer:
     def __exit__(self, *exc):
         self.stop()
         return False
+
+
+def register_in_etcd(server: MasterServer, endpoint: str, cluster: str, ttl_s: int | None = None,
+                     advertise: str | None = None, timeout_s: float | None = None):
+    """Registers `server` as the master of `cluster` in etcd (``/kernflow/CLUSTER/master``).
+
+    ``kf.Session("etcd://ENDPOINT/CLUSTER")`` then finds it. The registration is kept alive until its
+    `stop()`, which removes the key.
+
+    Returns:
+        The started `kernflow.client.discovery.Registration`.
+
+    Raises:
+        UnavailableError: etcd did not accept the registration in time.
+    """
+    from kernflow.client import discovery
+    kw = {}
+    if ttl_s is not None:
+        kw["ttl_s"] = ttl_s
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    address = discovery.advertised_address(server.host, server.port, advertise)
+    return discovery.master_registration(endpoint, cluster, address, **kw).start()

@@ -2,8 +2,10 @@
 
 Every exception a method raises ends that RPC with the matching status code (`rpc_errors.rpc_method`:
 a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) and the server keeps
-serving. The caller's trace context (W3C headers in the call metadata) becomes current while the
-master works on the request, so worker calls made for it join the caller's trace.
+serving. The caller's trace context (W3C headers in the call metadata) is the parent of the master's
+spans ("Master.RunStep"), so the worker calls made for a step join the caller's trace: current while
+RunStep runs, handed explicitly to RunStepStream's generator (which must not keep a context attached
+across its yields).
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
     def RunStep(self, request, context):
         with channels.attach_incoming_context(context):
             return self._master.run_step(request)
+
+    @rpc_method
+    def RunStepStream(self, request, context):
+        parent = channels.incoming_context(context)
+        kw = {} if parent is None else {"trace_context": parent}
+        yield from self._master.run_step_stream(request, **kw)
 
     @rpc_method
     def CloseSession(self, request, context):

@@ -7,6 +7,14 @@ Adds the ``kernflow worker`` command::
 
 It prints ``kernflow worker /job:worker/replica:0/task:0 listening on HOST:PORT`` once serving, and
 shuts down cleanly on SIGTERM or SIGINT.
+
+With etcd, the task registers itself and finds the other tasks there instead of in a spec::
+
+    kernflow worker --etcd 127.0.0.1:2379 --cluster NAME --job worker --task 0
+
+It keeps ``/kernflow/NAME/workers/worker/0`` alive under a lease of ``--ttl`` seconds (re-registering
+after an etcd restart), resolves other tasks through a watch of ``/kernflow/NAME/workers/``, and
+removes its key when it stops (a killed worker's key expires after the TTL).
 """
 
 from __future__ import annotations
@@ -35,6 +43,15 @@ def configure(parser) -> None:
                              "used to reach the other tasks")
     parser.add_argument("--grace", type=float, default=2.0,
                         help="seconds calls in flight get to finish at shutdown (default: 2)")
+    parser.add_argument("--etcd", default=None, metavar="HOST:PORT",
+                        help="register in etcd and find the other tasks there (instead of --cluster-spec)")
+    parser.add_argument("--cluster", default="default", metavar="NAME",
+                        help="cluster name in etcd (default: default)")
+    parser.add_argument("--ttl", type=int, default=10,
+                        help="etcd lease TTL in seconds: a dead task's key expires after it (default: 10)")
+    parser.add_argument("--advertise", default=None, metavar="HOST",
+                        help="host name or IP registered in etcd (default: --host, or this machine's "
+                             "name when binding all interfaces)")
 
 
 def _load_spec(text: str) -> dict:
@@ -67,11 +84,34 @@ def run(args) -> int:
         port = port if port is not None else int(spec_port)
     host = host if host is not None else "127.0.0.1"
     port = port if port is not None else 0
+    table = registration = None
+    resolver = static_resolver(spec)
+    if getattr(args, "etcd", None):
+        from kernflow.client import discovery
+        try:
+            table = discovery.WorkerTable(args.etcd, args.cluster).start()
+        except Exception as e:  # noqa: BLE001 - reported, not a traceback
+            print(f"kernflow worker: cannot watch the cluster in etcd: {getattr(e, 'message', e)}",
+                  file=sys.stderr)
+            return 1
+        resolver = table.resolver()
     try:
-        server = WorkerServer(args.job, args.task, port=port, host=host, resolver=static_resolver(spec))
+        server = WorkerServer(args.job, args.task, port=port, host=host, resolver=resolver)
     except Exception as e:  # noqa: BLE001 - reported, not a traceback
         print(f"kernflow worker: cannot start: {e}", file=sys.stderr)
+        if table is not None:
+            table.stop()
         return 1
+    if table is not None:
+        from kernflow.worker.server import register_in_etcd
+        try:
+            registration = register_in_etcd(server, args.etcd, args.cluster, ttl_s=args.ttl,
+                                            advertise=args.advertise)
+        except Exception as e:  # noqa: BLE001 - reported, not a traceback
+            print(f"kernflow worker: cannot register in etcd: {getattr(e, 'message', e)}", file=sys.stderr)
+            server.stop(0)
+            table.stop()
+            return 1
     stop = threading.Event()
 
     def on_signal(signum, frame):
@@ -79,10 +119,17 @@ def run(args) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         print(f"kernflow worker {server.task_name} listening on {server.address}", flush=True)
+        if registration is not None:
+            print(f"kernflow worker {server.task_name} registered as {registration.key} in etcd at "
+                  f"{registration.endpoint} (lease TTL {registration.ttl_s} s)", flush=True)
         while not stop.wait(0.5):
             pass
     finally:
+        if registration is not None:
+            registration.stop()  # first: nobody should route to this task any more
         server.stop(args.grace)
+        if table is not None:
+            table.stop()
         for s, h in old.items():
             signal.signal(s, h)
     print(f"kernflow worker {server.task_name} stopped (pid {os.getpid()})", flush=True)

@@ -59,6 +59,8 @@ class WorkerRendezvous:
         active_runs: RunGraph calls of this step in progress.
         last_used: `time.monotonic()` of the last use (idle rendezvous are swept by the worker).
         deadline: monotonic deadline of the step (from RunGraph's timeout), or None.
+        trace_context: the OpenTelemetry context of the step's "Worker.RunGraph" span here (the
+            parent of each pull's "RecvTensor" span), or None when not traced.
     """
 
     def __init__(self, step_id: int, owner):
@@ -74,20 +76,23 @@ class WorkerRendezvous:
         self.active_runs = 0
         self.last_used = time.monotonic()
         self.deadline: float | None = None
+        self.trace_context = None
 
     # ------------------------------------------------------------------ the kernels' interface
     def send(self, key: str, value, is_dead: bool = False) -> None:
         """Delivers `value` for `key` to a local waiter, or stores it until someone receives it.
 
         A value bound for another task that is a live variable buffer is copied, so an update by a
-        later step cannot change what the peer receives.
+        later step cannot change what the peer receives (`codec.snapshot`: straight into the byte
+        chunks RecvTensor sends, so the pull copies nothing more).
 
         Raises:
             The abort error if the step was aborted; InternalError if `key` was already sent.
         """
         fields = key.split(";")
         if len(fields) == 5 and not self._owner.is_local_device(fields[2]) and is_state_buffer(value):
-            value = value.copy()
+            from kernflow.client import codec
+            value = codec.snapshot(value)
         with self._lock:
             if self._error is not None:
                 raise self._error
@@ -211,6 +216,24 @@ class WorkerRendezvous:
                 None, None, f"cannot receive {key!r}: worker is shutting down ({e})"))
 
     def _pull(self, pid: int, key: str, send_device: str) -> None:
+        parent = self.trace_context
+        if parent is None:
+            value, is_dead, err = self._fetch(key, send_device)
+        else:
+            from opentelemetry import trace
+            tracer = trace.get_tracer("kernflow.worker")
+            # Current on this pull thread, so the RecvTensor call carries it to the peer.
+            with tracer.start_as_current_span("RecvTensor", context=parent,
+                                              kind=trace.SpanKind.CLIENT) as span:
+                span.set_attribute("kernflow.step_id", self.step_id)
+                span.set_attribute("kernflow.rendezvous_key", key)
+                value, is_dead, err = self._fetch(key, send_device)
+                if err is not None:
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(err).__name__}: {err}"))
+        self._finish_pull(pid, value, is_dead, err)
+
+    def _fetch(self, key: str, send_device: str):
+        """Pulls `key` from its producer's task; returns (value, is_dead, OpError or None)."""
         from kernflow.client import codec
         from kernflow.client.protobuf import worker_pb2
         task = "?"
@@ -223,8 +246,13 @@ class WorkerRendezvous:
                 timeout = self.deadline - time.monotonic() + PULL_GRACE_S
             else:
                 timeout = self._owner.recv_timeout_s
-            stream = client.recv_tensor(worker_pb2.RecvTensorRequest(step_id=self.step_id,
-                                                                     rendezvous_key=key), timeout=timeout)
+            req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=key)
+            raw = getattr(client, "recv_tensor_raw", None)
+            if raw is not None:   # a gRPC peer: the payload is copied once, into the result
+                R = worker_pb2.RecvTensorResponse
+                stream = (codec.split_content(b, R) for b in raw(req, timeout=timeout))
+            else:
+                stream = client.recv_tensor(req, timeout=timeout)
             value, is_dead = codec.assemble_recv_chunks(stream)
             fields = key.split(";")
             if not is_dead and device_type_of(fields[0]) == device_type_of(fields[2]):
@@ -232,9 +260,8 @@ class WorkerRendezvous:
                 # one kind (it converts itself otherwise).
                 value = self._owner.device_by_name(fields[2]).to_device(value)
         except Exception as e:  # noqa: BLE001 - delivered to the waiting _Recv as a TF error
-            self._finish_pull(pid, None, False, _as_op_error(e, f"receiving {key!r} from {task}"))
-            return
-        self._finish_pull(pid, value, is_dead, None)
+            return None, False, _as_op_error(e, f"receiving {key!r} from {task}")
+        return value, is_dead, None
 
     def _finish_pull(self, pid, value, is_dead, err) -> None:
         with self._lock:

@@ -3,6 +3,9 @@
     server = WorkerServer("worker", 0, port=0, resolver=static_resolver({"worker": [...], "ps": [...]}))
     print(server.address)      # "127.0.0.1:PORT"
     server.wait()              # until stop()
+
+With etcd discovery (`kernflow.client.discovery`), the resolver is a `WorkerTable`'s and the server
+registers itself with `register_in_etcd`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from kernflow.core.framework import errors
 from kernflow.worker.servicer import WorkerServicer
 from kernflow.worker.worker import Worker
 
-__all__ = ["WorkerServer", "static_resolver", "parse_cluster_spec", "DEFAULT_MAX_WORKERS"]
+__all__ = ["WorkerServer", "static_resolver", "parse_cluster_spec", "register_in_etcd", "DEFAULT_MAX_WORKERS"]
 
 # Server threads. A RecvTensor that arrives before its tensor was produced holds one while it
 # waits (the producer's pulls all start when a step starts), so this is larger than the number of
@@ -150,3 +153,29 @@ class WorkerServer:
 
     def __repr__(self):
         return f"<WorkerServer {self.task_name} at {self.address}>"
+
+
+def register_in_etcd(server: WorkerServer, endpoint: str, cluster: str, ttl_s: int | None = None,
+                     advertise: str | None = None, timeout_s: float | None = None):
+    """Registers `server` as its task in etcd (``/kernflow/CLUSTER/workers/JOB/TASK``).
+
+    The value holds the address other processes dial (see `discovery.advertised_address`) and the
+    task's device names. The registration is kept alive until its `stop()`, which removes the key.
+
+    Returns:
+        The started `kernflow.client.discovery.Registration`.
+
+    Raises:
+        UnavailableError: etcd did not accept the registration in time.
+    """
+    from kernflow.client import discovery
+    w = server.worker
+    kw = {}
+    if ttl_s is not None:
+        kw["ttl_s"] = ttl_s
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    reg = discovery.worker_registration(endpoint, cluster, w.job, w.task,
+                                        discovery.advertised_address(server.host, server.port, advertise),
+                                        devices=[d.name for d in w.devices], **kw)
+    return reg.start()

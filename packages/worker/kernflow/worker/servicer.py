@@ -4,6 +4,10 @@ Every exception a method raises ends that RPC with the matching status code (`rp
 a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) and the server keeps
 serving. RunGraph and RecvTensor bound their waits by the RPC's own deadline, and a RunGraph whose
 caller goes away (cancelled, or past its deadline) aborts its step here.
+
+The caller's W3C trace context (gRPC metadata) is the parent of the worker's spans: RunGraph's and
+RegisterGraph's is made current while the worker runs them, RecvTensor's is handed to the worker's
+generator explicitly (a generator must not hold a context attached across its yields).
 """
 
 from __future__ import annotations
@@ -57,8 +61,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @rpc_method
     def RecvTensor(self, request, context):
+        parent = channels.incoming_context(context)
+        kw = {} if parent is None else {"trace_context": parent}
         yield from self._worker.recv_tensor(request, timeout=_remaining(context),
-                                            on_cancel=context.add_callback)
+                                            on_cancel=context.add_callback, **kw)
 
     @rpc_method
     def CleanupGraph(self, request, context):

@@ -20,6 +20,11 @@ on a TF parameter server. Kernels of stateful ops are cached per session handle 
 graphs of the step here), created by whichever of RunGraph, RecvTensor or AbortStep arrives first
 and dropped by CleanupGraph. Every wait has a deadline or ends when the step is aborted; rendezvous
 left behind by a master that never cleaned up are swept after `step_ttl_s` of idleness.
+
+**Tracing.** With an OpenTelemetry SDK installed, each RunGraph is a "Worker.RunGraph" span (a child
+of the caller's span: the master's "RunGraph", whose context arrives in the call metadata), each pull
+from another task a "RecvTensor" child of it, and each RecvTensor served here a "Worker.RecvTensor"
+span under the puller's "RecvTensor".
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ import secrets
 import threading
 import time
 
+from opentelemetry import context as _otel_context
+from opentelemetry import trace as _otel
+
+from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
@@ -53,6 +62,10 @@ DEFAULT_RECV_TIMEOUT_S = 60.0
 # Recently cleaned steps remembered, so a late RecvTensor fails at once instead of waiting.
 _CLEANED_MEMORY = 10_000
 _SWEEP_INTERVAL_S = 30.0
+_tracer = _otel.get_tracer("kernflow.worker")
+
+
+_tracing = channels.tracing_active   # True once an application installed an OpenTelemetry SDK
 
 
 @dataclasses.dataclass
@@ -70,6 +83,7 @@ class _Graph:
     plans: list
     arg_dtypes: list         # DataType enum of each _Arg, by position
     retval_names: list       # _Retval node names, by position
+    self_contained: bool = False   # no _Send/_Recv: nothing outside RunGraph touches its steps
 
 
 class Worker:
@@ -272,7 +286,8 @@ class Worker:
                 plans.append(_DevicePlan(dev, plan, [arg_pos[n] for _, n in a], [ret_pos[n] for _, n in r]))
             handle = f"{self.job}-{self.task}-g{next(self._handle_ids)}-{secrets.token_hex(4)}"
             g = _Graph(handle, session, plans, [nd.attr["T"].type for _, nd in args],
-                       [nd.name for _, nd in rets])
+                       [nd.name for _, nd in rets],
+                       not any(nd.op in ("_Send", "_Recv") for nd in gd.node))
             with self._lock:
                 self._graphs[handle] = g
                 sess["graphs"].add(handle)
@@ -345,6 +360,16 @@ class Worker:
             feeds. DeadlineExceededError: the step ran out of time (it is aborted on this worker).
             Any error a kernel raised, or the error the step was aborted with.
         """
+        if not _tracing():
+            return self._run_graph(req, timeout, None)
+        with _tracer.start_as_current_span("Worker.RunGraph", kind=_otel.SpanKind.SERVER,
+                                           record_exception=True) as span:
+            span.set_attribute("kernflow.task", self.task_name)
+            span.set_attribute("kernflow.step_id", req.step_id)
+            span.set_attribute("kernflow.graph_handle", req.graph_handle)
+            return self._run_graph(req, timeout, _otel_context.get_current())
+
+    def _run_graph(self, req, timeout, trace_context) -> worker_pb2.RunGraphResponse:
         self._check_open()
         g = self._graph(req.session_handle, req.graph_handle)
         if len(req.send) != len(g.arg_dtypes):
@@ -365,6 +390,8 @@ class Worker:
                               timeout if timeout is not None and timeout > 0 else None) if t is not None]
         limit_s = min(limits) if limits else None
         rdv = self._step(req.step_id)
+        if trace_context is not None and rdv.trace_context is None:
+            rdv.trace_context = trace_context   # the parent of this step's pulls ("RecvTensor")
         with self._lock:
             rdv.active_runs += 1
             if limit_s is not None:
@@ -377,10 +404,14 @@ class Worker:
             with self._lock:
                 rdv.active_runs -= 1
                 rdv.last_used = time.monotonic()
+                if g.self_contained and rdv.active_runs == 0 and self._steps.get(req.step_id) is rdv:
+                    # No other task can pull from or push to this step here: its state ends with
+                    # this call, and the master sends no CleanupGraph for it.
+                    del self._steps[req.step_id]
         resp = worker_pb2.RunGraphResponse()
         for j, v in enumerate(results):
             name = req.recv_key[j] if req.recv_key else g.retval_names[j]
-            resp.recv.add(name=name).tensor.CopyFrom(codec.tensor_to_proto(v))
+            codec.tensor_to_proto(v, out=resp.recv.add(name=name).tensor)
         if collector is not None:
             collector.finalize(resp.step_stats)
         return resp
@@ -392,6 +423,21 @@ class Worker:
         sync, dataflow = [], []
         for dp in g.plans:
             (sync if dp.plan.straight_line is not None and collector is None else dataflow).append(dp)
+        if not dataflow and len(sync) == 1:
+            # One synchronous partition (a cached small step): run it here, without the
+            # bookkeeping that concurrent dataflow partitions need.
+            dp = sync[0]
+            try:
+                outs = dp.plan.run_sync(self._args(dp, feeds),
+                                        _executor.StepContext(rdv.step_id, rdv, dp.device))
+            except Exception as e:  # noqa: BLE001 - fails the whole step
+                err = e if isinstance(e, errors.OpError) else \
+                    errors.InternalError(None, None, f"{type(e).__name__}: {e}")
+                rdv.abort(err)
+                raise rdv.error or err from None
+            for pos, v in zip(dp.retval_positions, outs):
+                results[pos] = self._to_host(dp.device, v)
+            return results
         lock = threading.Lock()
         remaining = [len(dataflow)]
         all_done = threading.Event()
@@ -463,8 +509,8 @@ class Worker:
             v = v.read()
         return v if device.device_type == "CPU" else device.to_host(v)
 
-    def recv_tensor(self, req, timeout=None, on_cancel=None):
-        """Yields the RecvTensorResponse chunks of the tensor a local _Send made for the key.
+    def recv_tensor(self, req, timeout=None, on_cancel=None, trace_context=None):
+        """Returns an iterator of the RecvTensorResponse chunks of the tensor a local _Send made.
 
         Waits until the _Send of `req.rendezvous_key` happened in step `req.step_id` (registering
         on the step's rendezvous, created here if this call comes before the step's RunGraph).
@@ -474,12 +520,41 @@ class Worker:
             timeout: how long to wait, in seconds (default `recv_timeout_s`).
             on_cancel: optional ``on_cancel(fn)`` that calls `fn` when the caller goes away (the
                 servicer passes `context.add_callback`); the wait then ends with CancelledError.
+            trace_context: the caller's OpenTelemetry context (the servicer passes the one from the
+                call metadata); default: the context current when this is called.
 
-        Raises:
+        Raises (while iterating):
             InvalidArgumentError: a malformed key, or one whose producer is not on this task.
             DeadlineExceededError: nothing was sent in time. AbortedError (or the abort's error):
             the step was aborted or already cleaned up.
         """
+        if not _tracing():
+            return self._recv_tensor(req, timeout, on_cancel)
+        if trace_context is None:
+            trace_context = _otel_context.get_current()
+        return self._traced_recv_tensor(req, timeout, on_cancel, trace_context)
+
+    def _traced_recv_tensor(self, req, timeout, on_cancel, parent):
+        # A span started explicitly (never made current): a generator must not keep a context
+        # attached across its yields.
+        span = _tracer.start_span("Worker.RecvTensor", context=parent, kind=_otel.SpanKind.SERVER)
+        span.set_attribute("kernflow.task", self.task_name)
+        span.set_attribute("kernflow.step_id", req.step_id)
+        span.set_attribute("kernflow.rendezvous_key", req.rendezvous_key)
+        try:
+            n = 0
+            for msg in self._recv_tensor(req, timeout, on_cancel):
+                n += len(msg.content)
+                yield msg
+            span.set_attribute("kernflow.bytes", n)
+        except BaseException as e:
+            span.record_exception(e)
+            span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
+            raise
+        finally:
+            span.end()
+
+    def _recv_tensor(self, req, timeout, on_cancel):
         fields = parse_key(req.rendezvous_key)
         if not self.is_local_device(fields[0]):
             raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "

@@ -25,39 +25,43 @@ _sym_db = _symbol_database.Default()
 from kernflow.client.protobuf import worker_pb2 as kernflow_dot_client_dot_protobuf_dot_worker__pb2
 from kernflow.core.protobuf import config_pb2 as kernflow_dot_core_dot_protobuf_dot_config__pb2
 from kernflow.core.protobuf import graph_pb2 as kernflow_dot_core_dot_protobuf_dot_graph__pb2
+from kernflow.core.protobuf import tensor_shape_pb2 as kernflow_dot_core_dot_protobuf_dot_tensor__shape__pb2
+from kernflow.core.protobuf import types_pb2 as kernflow_dot_core_dot_protobuf_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/master.proto\x12\x18kernflow.client.protobuf\x1a%kernflow/client/protobuf/worker.proto\x1a#kernflow/core/protobuf/config.proto\x1a\"kernflow/core/protobuf/graph.proto\"\x90\x01\n\x14\x43reateSessionRequest\x12\x33\n\tgraph_def\x18\x01 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"\x82\x01\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\xb1\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x33\n\x07options\x18\x05 \x01(\x0b\x32\".kernflow.core.protobuf.RunOptions\"\x7f\n\x0fRunStepResponse\x12\x35\n\x06tensor\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\x08metadata\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x9a\x01\n\x13ListDevicesResponse\x12@\n\x0clocal_device\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x41\n\rremote_device\x18\x02 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse2\x88\x05\n\rMasterService\x12p\n\rCreateSession\x12..kernflow.client.protobuf.CreateSessionRequest\x1a/.kernflow.client.protobuf.CreateSessionResponse\x12p\n\rExtendSession\x12..kernflow.client.protobuf.ExtendSessionRequest\x1a/.kernflow.client.protobuf.ExtendSessionResponse\x12^\n\x07RunStep\x12(.kernflow.client.protobuf.RunStepRequest\x1a).kernflow.client.protobuf.RunStepResponse\x12m\n\x0c\x43loseSession\x12-.kernflow.client.protobuf.CloseSessionRequest\x1a..kernflow.client.protobuf.CloseSessionResponse\x12j\n\x0bListDevices\x12,.kernflow.client.protobuf.ListDevicesRequest\x1a-.kernflow.client.protobuf.ListDevicesResponse\x12X\n\x05Reset\x12&.kernflow.client.protobuf.ResetRequest\x1a\'.kernflow.client.protobuf.ResetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/master.proto\x12\x18kernflow.client.protobuf\x1a%kernflow/client/protobuf/worker.proto\x1a#kernflow/core/protobuf/config.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a)kernflow/core/protobuf/tensor_shape.proto\x1a\"kernflow/core/protobuf/types.proto\"\x90\x01\n\x14\x43reateSessionRequest\x12\x33\n\tgraph_def\x18\x01 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"\x82\x01\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\xb1\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x33\n\x07options\x18\x05 \x01(\x0b\x32\".kernflow.core.protobuf.RunOptions\"\x7f\n\x0fRunStepResponse\x12\x35\n\x06tensor\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\x08metadata\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\"\xa6\x02\n\x15RunStepStreamResponse\x12/\n\x05\x64type\x18\x01 \x01(\x0e\x32 .kernflow.core.protobuf.DataType\x12\x37\n\x05shape\x18\x02 \x01(\x0b\x32(.kernflow.core.protobuf.TensorShapeProto\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x0f\n\x07is_dead\x18\x04 \x01(\x08\x12\x13\n\x0btotal_bytes\x18\x05 \x01(\x03\x12\x12\n\nstring_val\x18\x06 \x03(\x0c\x12\x13\n\x0b\x66\x65tch_index\x18\x07 \x01(\x05\x12\x0c\n\x04\x64one\x18\x08 \x01(\x08\x12\x35\n\x08metadata\x18\t \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x9a\x01\n\x13ListDevicesResponse\x12@\n\x0clocal_device\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x41\n\rremote_device\x18\x02 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse2\xf6\x05\n\rMasterService\x12p\n\rCreateSession\x12..kernflow.client.protobuf.CreateSessionRequest\x1a/.kernflow.client.protobuf.CreateSessionResponse\x12p\n\rExtendSession\x12..kernflow.client.protobuf.ExtendSessionRequest\x1a/.kernflow.client.protobuf.ExtendSessionResponse\x12^\n\x07RunStep\x12(.kernflow.client.protobuf.RunStepRequest\x1a).kernflow.client.protobuf.RunStepResponse\x12l\n\rRunStepStream\x12(.kernflow.client.protobuf.RunStepRequest\x1a/.kernflow.client.protobuf.RunStepStreamResponse0\x01\x12m\n\x0c\x43loseSession\x12-.kernflow.client.protobuf.CloseSessionRequest\x1a..kernflow.client.protobuf.CloseSessionResponse\x12j\n\x0bListDevices\x12,.kernflow.client.protobuf.ListDevicesRequest\x1a-.kernflow.client.protobuf.ListDevicesResponse\x12X\n\x05Reset\x12&.kernflow.client.protobuf.ResetRequest\x1a\'.kernflow.client.protobuf.ResetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kernflow.client.protobuf.master_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATESESSIONREQUEST']._serialized_start=180
-  _globals['_CREATESESSIONREQUEST']._serialized_end=324
-  _globals['_CREATESESSIONRESPONSE']._serialized_start=326
-  _globals['_CREATESESSIONRESPONSE']._serialized_end=396
-  _globals['_EXTENDSESSIONREQUEST']._serialized_start=399
-  _globals['_EXTENDSESSIONREQUEST']._serialized_end=529
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=531
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=581
-  _globals['_RUNSTEPREQUEST']._serialized_start=584
-  _globals['_RUNSTEPREQUEST']._serialized_end=761
-  _globals['_RUNSTEPRESPONSE']._serialized_start=763
-  _globals['_RUNSTEPRESPONSE']._serialized_end=890
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=892
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=937
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=939
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=961
-  _globals['_LISTDEVICESREQUEST']._serialized_start=963
-  _globals['_LISTDEVICESREQUEST']._serialized_end=1007
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=1010
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=1164
-  _globals['_RESETREQUEST']._serialized_start=1166
-  _globals['_RESETREQUEST']._serialized_end=1223
-  _globals['_RESETRESPONSE']._serialized_start=1225
-  _globals['_RESETRESPONSE']._serialized_end=1240
-  _globals['_MASTERSERVICE']._serialized_start=1243
-  _globals['_MASTERSERVICE']._serialized_end=1891
+  _globals['_CREATESESSIONREQUEST']._serialized_start=259
+  _globals['_CREATESESSIONREQUEST']._serialized_end=403
+  _globals['_CREATESESSIONRESPONSE']._serialized_start=405
+  _globals['_CREATESESSIONRESPONSE']._serialized_end=475
+  _globals['_EXTENDSESSIONREQUEST']._serialized_start=478
+  _globals['_EXTENDSESSIONREQUEST']._serialized_end=608
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=610
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=660
+  _globals['_RUNSTEPREQUEST']._serialized_start=663
+  _globals['_RUNSTEPREQUEST']._serialized_end=840
+  _globals['_RUNSTEPRESPONSE']._serialized_start=842
+  _globals['_RUNSTEPRESPONSE']._serialized_end=969
+  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_start=972
+  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_end=1266
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1268
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1313
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1315
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1337
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1339
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1383
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1386
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1540
+  _globals['_RESETREQUEST']._serialized_start=1542
+  _globals['_RESETREQUEST']._serialized_end=1599
+  _globals['_RESETRESPONSE']._serialized_start=1601
+  _globals['_RESETRESPONSE']._serialized_end=1616
+  _globals['_MASTERSERVICE']._serialized_start=1619
+  _globals['_MASTERSERVICE']._serialized_end=2377
 # @@protoc_insertion_point(module_scope)

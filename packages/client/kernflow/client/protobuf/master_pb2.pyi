@@ -1,6 +1,8 @@
 from kernflow.client.protobuf import worker_pb2 as _worker_pb2
 from kernflow.core.protobuf import config_pb2 as _config_pb2
 from kernflow.core.protobuf import graph_pb2 as _graph_pb2
+from kernflow.core.protobuf import tensor_shape_pb2 as _tensor_shape_pb2
+from kernflow.core.protobuf import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -64,6 +66,28 @@ class RunStepResponse(_message.Message):
     tensor: _containers.RepeatedCompositeFieldContainer[_worker_pb2.NamedTensor]
     metadata: _config_pb2.RunMetadata
     def __init__(self, tensor: _Optional[_Iterable[_Union[_worker_pb2.NamedTensor, _Mapping]]] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ...) -> None: ...
+
+class RunStepStreamResponse(_message.Message):
+    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "fetch_index", "done", "metadata")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    IS_DEAD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STRING_VAL_FIELD_NUMBER: _ClassVar[int]
+    FETCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    dtype: _types_pb2.DataType
+    shape: _tensor_shape_pb2.TensorShapeProto
+    content: bytes
+    is_dead: bool
+    total_bytes: int
+    string_val: _containers.RepeatedScalarFieldContainer[bytes]
+    fetch_index: int
+    done: bool
+    metadata: _config_pb2.RunMetadata
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., fetch_index: _Optional[int] = ..., done: _Optional[bool] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_handle",)

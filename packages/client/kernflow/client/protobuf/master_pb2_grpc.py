@@ -49,6 +49,11 @@ class MasterServiceStub:
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
                 response_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepResponse.FromString,
                 _registered_method=True)
+        self.RunStepStream = channel.unary_stream(
+                '/kernflow.client.protobuf.MasterService/RunStepStream',
+                request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
+                response_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
+                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/kernflow.client.protobuf.MasterService/CloseSession',
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.CloseSessionRequest.SerializeToString,
@@ -83,6 +88,13 @@ class MasterServiceServicer:
 
     def RunStep(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunStepStream(self, request, context):
+        """RunStep for large fetches: the values stream back in chunks (see RunStepStreamResponse).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -122,6 +134,11 @@ def add_MasterServiceServicer_to_server(servicer, server):
                     servicer.RunStep,
                     request_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.FromString,
                     response_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepResponse.SerializeToString,
+            ),
+            'RunStepStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.RunStepStream,
+                    request_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.FromString,
+                    response_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSession,
@@ -220,6 +237,33 @@ class MasterService:
             '/kernflow.client.protobuf.MasterService/RunStep',
             kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
             kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunStepStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kernflow.client.protobuf.MasterService/RunStepStream',
+            kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
+            kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,244 @@
+"""Direct feed/fetch routes (`step_routes`) and streamed steps (`Master.run_step_stream`), in process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kernflow.core as kf
+from kernflow.client import codec
+from kernflow.client.protobuf import master_pb2, worker_pb2
+from kernflow.core.framework import errors
+from kernflow.core.protobuf import config_pb2
+from kernflow.master.step_routes import CLIENT_DEVICE
+
+T0 = "/job:worker/replica:0/task:0"
+T1 = "/job:worker/replica:0/task:1"
+
+
+def _request(sess, fetches, feed_dict=None, targets=(), options=None):
+    sess.sync()
+    req = master_pb2.RunStepRequest(session_handle=sess.handle, fetch=[t.name for t in fetches],
+                                    target=[t.name for t in targets])
+    for t, v in (feed_dict or {}).items():
+        value = np.asarray(v, dtype=t.dtype.as_numpy_dtype)
+        codec.tensor_to_proto(value, out=req.feed.add(name=t.name).tensor)
+    if options is not None:
+        req.options.CopyFrom(options)
+    return req
+
+
+def _streamed(master, req):
+    """Runs a RunStepStream in process; returns (values, done message, messages)."""
+    msgs = list(master.run_step_stream(req))
+    assert msgs[-1].done and not any(m.done for m in msgs[:-1])
+    values = []
+    for i in range(len(req.fetch)):
+        chunks = [m for m in msgs[:-1] if m.fetch_index == i]
+        value, is_dead = codec.assemble_recv_chunks(chunks)
+        assert not is_dead
+        values.append(value)
+    indices = [m.fetch_index for m in msgs[:-1]]
+    assert indices == sorted(indices)   # the chunks of each fetch are consecutive, fetches in order
+    return values, msgs[-1], msgs
+
+
+def _stream_partitions(master, req):
+    r = master_pb2.RunStepRequest()
+    r.CopyFrom(req)
+    r.options.output_partition_graphs = True
+    return list(master.run_step_stream(r))[-1].metadata.partition_graphs
+
+
+def _partitions(sess, fetches, feed_dict=None):
+    resp = sess.run_raw(fetches, feed_dict, options=config_pb2.RunOptions(output_partition_graphs=True))
+    return [{nd.name: nd for nd in pg.node} for pg in resp.metadata.partition_graphs]
+
+
+def test_a_step_on_another_task_runs_only_there(make_cluster):
+    c = make_cluster(local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with kf.device("/job:worker/task:1"):
+            y = x * 2.0 + 1.0
+    s = c.session(g)
+    np.testing.assert_array_equal(s.run(y, {x: [1.0, 2.0]}), [3.0, 5.0])
+    np.testing.assert_array_equal(s.run(y, {x: [0.0, -1.0]}), [1.0, -1.0])
+    # The feed goes straight to task 1 and the value comes back in its RunGraph response: task 0
+    # (the client task) has nothing to do, and nobody sends a RecvTensor or a CleanupGraph.
+    assert c.spies[T0].calls["run_graph"] == 0 and c.spies[T1].calls["run_graph"] == 2
+    assert c.spies[T0].calls["recv_tensor"] == 0 and c.spies[T1].calls["recv_tensor"] == 0
+    assert c.spies[T1].calls["cleanup_graph"] == 0
+    (part,) = _partitions(s, [y], {x: [1.0, 2.0]})
+    assert sorted(nd.op for nd in part.values() if nd.op.startswith("_")) == ["_Arg", "_Retval"]
+    assert not c.spies[T1].inner._steps   # the worker dropped the finished steps' state itself
+
+
+def test_routes_keep_partitions_whose_endpoints_are_shared(make_cluster):
+    c = make_cluster(local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with kf.device("/job:worker/task:1"):
+            y = x + 1.0
+        z = x * y            # x is used on task 0 as well, y is fetched and used on task 0
+    s = c.session(g)
+    got_y, got_z = s.run([y, z], {x: [1.0, 2.0]})
+    np.testing.assert_array_equal(got_y, [2.0, 3.0])
+    np.testing.assert_array_equal(got_z, [2.0, 6.0])
+    parts = _partitions(s, [y, z], {x: [1.0, 2.0]})
+    ops = sorted(nd.op for p in parts for nd in p.values() if nd.op.startswith("_"))
+    # x enters task 0 (used there), is sent to task 1; y comes back to task 0 (used there).
+    assert ops == ["_Arg", "_Recv", "_Recv", "_Retval", "_Retval", "_Send", "_Send"]
+
+
+def test_a_feed_used_on_two_tasks_goes_to_both(make_cluster):
+    c = make_cluster({"worker": 3}, local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        with kf.device("/job:worker/task:1"):
+            a = x + 1.0
+        with kf.device("/job:worker/task:2"):
+            b = x * 3.0
+    s = c.session(g)
+    assert s.run([a, b], {x: 2.0}) == [3.0, 6.0]
+    assert c.spies[T0].calls["run_graph"] == 0
+
+
+def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
+    c = make_cluster(local_task=T0)
+    big = np.arange(3 << 20, dtype=np.float32)      # 12 MiB: several 4 MiB chunks
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        with kf.device("/job:worker/task:1"):
+            v = kf.Variable(big, name="v")
+            w = v * x
+        small = x + 1.0                               # produced on task 0 (the client task)
+        words = kf.constant(np.array([b"a", b"bc"], dtype=object))
+    s = c.session(g)
+    s.run(targets=[v.initializer])
+    req = _request(s, [v.value(), small, w, words], {x: 2.0})
+    values, done, msgs = _streamed(c.master, req)
+    np.testing.assert_array_equal(values[0], big)
+    assert values[1] == 3.0
+    np.testing.assert_array_equal(values[2], big * 2.0)
+    assert values[3].tolist() == [b"a", b"bc"]
+    assert values[0].flags.writeable and not done.HasField("metadata")
+    assert sum(m.fetch_index == 0 for m in msgs[:-1]) == 3
+    # The master pulled v and w from task 1, small and words from task 0; task 1 pulled x from
+    # task 0 (x is used on both tasks, so it enters on task 0).
+    assert c.spies[T1].calls["recv_tensor"] == 2 and c.spies[T0].calls["recv_tensor"] == 3
+    sends = [nd for pg in _stream_partitions(c.master, req) for nd in pg.node if nd.op == "_Send"]
+    assert sum(nd.attr["recv_device"].s.decode() == CLIENT_DEVICE for nd in sends) == 2  # small, words
+    # A pulled variable value is a snapshot: updating the variable does not change it.
+    s.run(targets=[v.assign(big * 0)])
+    np.testing.assert_array_equal(values[0], big)
+    # The same fetches through RunStep give the same values.
+    resp = c.master.run_step(req)
+    np.testing.assert_array_equal(codec.proto_to_tensor(resp.tensor[2].tensor), big * 0)
+
+
+def test_streamed_step_with_metadata_targets_and_no_fetches(make_cluster):
+    c = make_cluster()
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        with kf.device("/job:worker/task:1"):
+            v = kf.Variable(0.0, name="v")
+            inc = v.assign_add(x)
+    s = c.session(g)
+    s.run(targets=[v.initializer])
+    values, done, _ = _streamed(c.master, _request(s, [], {x: 5.0}, targets=[inc.op]))
+    assert values == [] and not done.HasField("metadata")
+    opts = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    values, done, _ = _streamed(c.master, _request(s, [v.value()], options=opts))
+    assert values[0] == 5.0
+    assert len(done.metadata.step_stats.dev_stats) >= 1 and len(done.metadata.partition_graphs) >= 1
+    # v's value is pulled from task 1's _Send (to task 0's CPU, as core partitioned it): task 0
+    # has no part in the step.
+    assert [pg.node[0].device.startswith(T1) for pg in done.metadata.partition_graphs] == [True]
+    assert c.spies[T1].calls["recv_tensor"] == 1 and c.spies[T0].calls["run_graph"] == 0
+
+
+def test_a_failing_step_ends_the_stream_with_the_root_error(make_cluster):
+    c = make_cluster(local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [None], name="x")
+        with kf.device("/job:worker/task:1"):
+            bad = kf.reshape(x, [2, 2], name="bad_reshape")
+        out = bad + 1.0
+    s = c.session(g)
+    with pytest.raises(errors.InvalidArgumentError, match="bad_reshape"):
+        list(c.master.run_step_stream(_request(s, [out], {x: [1.0, 2.0, 3.0]})))
+    got, _, _ = _streamed(c.master, _request(s, [out], {x: [1.0, 2.0, 3.0, 4.0]}))
+    np.testing.assert_array_equal(got[0], [[2.0, 3.0], [4.0, 5.0]])
+
+
+def test_a_failing_pull_fails_the_step(make_cluster):
+    c = make_cluster(local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:1"):
+            y = kf.constant(np.ones(10, np.float32)) * 2.0
+    s = c.session(g)
+
+    def lose(request):
+        raise errors.DataLossError(None, None, "connection reset while streaming")
+    c.spies[T1].hooks["recv_tensor"] = lose
+    with pytest.raises(errors.DataLossError, match="connection reset"):
+        list(c.master.run_step_stream(_request(s, [y])))
+    del c.spies[T1].hooks["recv_tensor"]
+    got, _, _ = _streamed(c.master, _request(s, [y]))
+    np.testing.assert_array_equal(got[0], np.full(10, 2.0, np.float32))
+
+
+def test_a_client_leaving_midway_cancels_the_step(make_cluster):
+    c = make_cluster(local_task=T0)
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:1"):
+            a = kf.constant(np.ones(3 << 20, np.float32)) + 1.0
+        b = kf.constant(1.0) * 2.0            # on task 0, whose RunGraph we hold back
+    s = c.session(g)
+    release = threading.Event()
+    c.spies[T0].hooks["run_graph"] = lambda req: release.wait(10)
+    try:
+        stream = c.master.run_step_stream(_request(s, [a, b]))
+        first = next(stream)
+        assert first.fetch_index == 0 and first.total_bytes == 12 << 20
+        stream.close()                        # what gRPC does when the caller goes away
+        deadline = time.monotonic() + 10
+        while not (c.spies[T0].calls["abort_step"] and c.spies[T1].calls["abort_step"]):
+            assert time.monotonic() < deadline, "the step was not aborted"
+            time.sleep(0.01)
+        assert c.spies[T0].requests["abort_step"][0].code == errors.CANCELLED
+    finally:
+        release.set()
+
+
+def test_stream_pulls_through_the_grpc_worker_client_raw(monkeypatch):
+    """`_start_pull` prefers a client's raw RecvTensor (bytes forwarded without parsing twice)."""
+    from kernflow.master import stream_step
+    calls = []
+
+    class Raw:
+        def recv_tensor_raw(self, req, timeout=None):
+            calls.append(("raw", timeout))
+            return iter([m.SerializeToString() for m in codec.iter_recv_chunks(np.arange(3.0))])
+
+    class Parsed:
+        def recv_tensor(self, req, timeout=None):
+            calls.append(("parsed", timeout))
+            return codec.iter_recv_chunks(np.arange(3.0))
+
+    req = worker_pb2.RecvTensorRequest(step_id=1, rendezvous_key="k")
+    assert isinstance(next(stream_step._start_pull(Raw(), req, 5.0)), bytes)
+    assert isinstance(next(iter(stream_step._start_pull(Parsed(), req, 6.0))), worker_pb2.RecvTensorResponse)
+    assert calls == [("raw", 5.0), ("parsed", 6.0)]
