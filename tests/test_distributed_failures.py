@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import ChildProcess, free_ports
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import graph_pb2, tensor_pb2, types_pb2
 
@@ -55,53 +56,13 @@ server.join()
 
 
 # ---------------------------------------------------------------------------- processes
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+_free_ports = free_ports
 
 
-class _Child:
-    """A child process whose merged stdout/stderr is read by a thread, line by line."""
-
+class _Child(ChildProcess):
     def __init__(self, name, args):
-        self.name = name
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=_ENV)
-        self._lines: queue.Queue = queue.Queue()
-        self._out: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        super().__init__(name, args, env=_ENV)
 
-    def _pump(self):
-        for line in self.proc.stdout:
-            self._out.append(line)
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def output(self) -> str:
-        return "".join(self._out)[-6000:]
-
-    def expect(self, needle: str, timeout: float) -> str:
-        """Returns the next line containing `needle` (fails after `timeout` s or at exit)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{self.name}: no {needle!r} line within {timeout:g} s:\n"
-                                     f"{self.output()}")
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            if line is None:
-                raise AssertionError(f"{self.name} exited with {self.proc.wait()} before printing "
-                                     f"{needle!r}:\n{self.output()}")
-            if needle in line:
-                return line.rstrip("\n")
 
     def signal(self, sig):
         if self.proc.poll() is None:

@@ -1,0 +1,67 @@
+"""Helpers for multi-process tests: free loopback ports and child processes read line by line."""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import subprocess
+import threading
+import time
+
+__all__ = ["free_ports", "ChildProcess"]
+
+
+def free_ports(n: int) -> list[int]:
+    """Returns `n` distinct TCP ports free on localhost right now."""
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class ChildProcess:
+    """A child process whose merged stdout/stderr is read by a thread, line by line."""
+
+    def __init__(self, name: str, args, env=None):
+        self.name = name
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=env or dict(os.environ, PYTHONUNBUFFERED="1"))
+        self._lines: queue.Queue = queue.Queue()
+        self._out: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self._out.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def output(self) -> str:
+        """The last few thousand characters the child printed."""
+        return "".join(self._out)[-6000:]
+
+    def expect(self, needle: str, timeout: float, prefix: bool = False) -> str:
+        """Returns the next line containing (or, with `prefix`, starting with) `needle`.
+
+        Raises:
+            AssertionError: after `timeout` seconds, or if the child exits first (with its output).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{self.name}: no {needle!r} line within {timeout:g} s:\n"
+                                     f"{self.output()}")
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"{self.name} exited with {self.proc.wait()} before printing "
+                                     f"{needle!r}:\n{self.output()}")
+            if (line.startswith(needle) if prefix else needle in line):
+                return line.rstrip("\n")
