@@ -15,7 +15,8 @@ __all__ = ["main", "register_builtin_commands"]
 
 def register_builtin_commands(registry) -> None:
     from kernflow.core import demo
-    registry.register("demo", "train a model on the embedded runtime", demo.configure, demo.run)
+    registry.register("demo", "train a model on the digits (embedded, or on a cluster with --target)",
+                      demo.configure, demo.run)
 
 
 def main(argv=None) -> int:
