@@ -285,7 +285,11 @@ def _compile_straight_line(plan: ExecutorPlan):
             g[kname] = n.inplace
         call = f"{kname}({', '.join(args)})"
         outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
-        if n.num_outputs == 0:
+        if n.op_type == "NoOp" and not n.inputs:
+            continue  # nothing to run: its control edges are honoured by the statement order
+        if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx:
+            stmt = f"{outs[0]} = {args[0]}"   # Identity: a name binding, no call
+        elif n.num_outputs == 0:
             stmt = call
         elif n.num_outputs == 1:
             stmt = f"{outs[0]} = {call}"

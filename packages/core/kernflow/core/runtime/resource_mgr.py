@@ -79,6 +79,8 @@ class ResourceMgr:
         self.default_container = default_container
         self._lock = threading.Lock()
         self._containers: dict[str, dict[str, object]] = {}
+        # Bumped by every cleanup, so kernels may cache a resource until the next one.
+        self.generation = 0
 
     def lookup_or_create(self, container: str, name: str, create):
         """Returns the resource, creating it with `create()` if absent."""
@@ -113,6 +115,7 @@ class ResourceMgr:
         with self._lock:
             names = list(self._containers) if container is None else [container]
             dropped = [self._containers.pop(n, {}) for n in names]
+            self.generation += 1
         for res in dropped:
             for r in res.values():
                 close = getattr(r, "close_resource", None)

@@ -16,7 +16,16 @@ def _variable(ctx):
     dtype, shape = ctx.get_attr("dtype"), ctx.get_attr("shape")
     rm = ctx.resource_mgr
     make = lambda: Var(name, dtype, shape)  # noqa: E731
-    return lambda: rm.lookup_or_create(container, name, make)
+    cached = [None, -1]  # (Var, resource manager generation it was looked up in)
+
+    def compute():
+        if cached[1] == rm.generation:
+            return cached[0]
+        gen = rm.generation
+        var = rm.lookup_or_create(container, name, make)
+        cached[0], cached[1] = var, gen
+        return var
+    return compute
 
 
 def _locked(use_locking, fn):
