@@ -15,7 +15,7 @@ from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
-from kernflow.client.rpc_errors import error_from_rpc
+from kernflow.client.rpc_errors import error_from_rpc, invoke
 
 __all__ = ["GrpcMasterClient", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -48,14 +48,8 @@ class GrpcMasterClient:
         return f"GrpcMasterClient({self.address!r})"
 
     def _call(self, method: str, request, timeout):
-        try:
-            return getattr(self._stub, method)(request, timeout=timeout,
-                                               metadata=channels.outgoing_metadata())
-        except grpc.RpcError as e:
-            raise error_from_rpc(e, f"{method} on master at {self.address}") from None
-        except ValueError as e:  # "Cannot invoke RPC on closed channel!": closed by channels.close_all
-            raise errors.UnavailableError(None, None, f"{method} on master at {self.address} is "
-                                          f"unavailable: {e}") from None
+        return invoke(self._stub, method, request, timeout, f"{method} on master at {self.address}",
+                      channels.outgoing_metadata())
 
     def _timeout(self, timeout):
         return self.default_timeout_s if timeout is None else timeout

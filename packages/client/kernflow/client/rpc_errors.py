@@ -163,3 +163,16 @@ def _is_abort(context) -> bool:
     except Exception:  # noqa: BLE001 - older grpc versions lack ServicerContext.code()
         return False
     return code is not None and code != grpc.StatusCode.OK
+
+
+def invoke(stub, method: str, request, timeout, what: str, metadata=None):
+    """Calls unary `method` of `stub`, turning failures into TF errors that name `what`.
+
+    A call on a channel closed by `channels.close_all` (grpc raises ValueError) is UnavailableError.
+    """
+    try:
+        return getattr(stub, method)(request, timeout=timeout, metadata=metadata)
+    except grpc.RpcError as e:
+        raise error_from_rpc(e, what) from None
+    except ValueError as e:  # "Cannot invoke RPC on closed channel!"
+        raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None

@@ -19,7 +19,7 @@ from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
-from kernflow.client.rpc_errors import error_from_rpc
+from kernflow.client.rpc_errors import error_from_rpc, invoke
 
 __all__ = ["GrpcWorkerClient", "DEFAULT_TIMEOUT_S", "GET_STATUS_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -57,13 +57,8 @@ class GrpcWorkerClient:
         return f"{method} on {who}"
 
     def _call(self, method: str, request, timeout):
-        try:
-            return getattr(self._stub, method)(request, timeout=timeout,
-                                               metadata=channels.outgoing_metadata())
-        except grpc.RpcError as e:
-            raise error_from_rpc(e, self._what(method)) from None
-        except ValueError as e:  # "Cannot invoke RPC on closed channel!": closed by channels.close_all
-            raise errors.UnavailableError(None, None, f"{self._what(method)} is unavailable: {e}") from None
+        return invoke(self._stub, method, request, timeout, self._what(method),
+                      channels.outgoing_metadata())
 
     # ------------------------------------------------------------------ management
     def get_status(self, request: worker_pb2.GetStatusRequest | None = None,
