@@ -1,5 +1,5 @@
 """The README's main job: `kernflow demo` trains the digits MLP to >= 96% and resumes from its
-checkpoint; the convnet example reaches >= 97%."""
+checkpoint; the convnet example reaches >= 97%. ``--device`` pins the model to the CPU or the GPU."""
 
 import re
 import subprocess
@@ -8,12 +8,28 @@ import sys
 import pytest
 
 
+def _run(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "kernflow.core.cli", "demo", "--no-progress",
+                           "--checkpoint-dir", str(tmp_path), *args], capture_output=True, text=True,
+                          timeout=600)
+
+
 def _demo(tmp_path, *args):
-    r = subprocess.run([sys.executable, "-m", "kernflow.core.cli", "demo", "--no-progress",
-                        "--checkpoint-dir", str(tmp_path), *args], capture_output=True, text=True,
-                       timeout=600)
+    r = _run(tmp_path, *args)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
+
+
+def _kernflow_has_gpu():
+    import kernflow.core as kf
+    with kf.Session(graph=kf.Graph()) as s:
+        return any(d.device_type == "GPU" for d in s.list_devices())
+
+
+def _model_line(out):
+    m = re.search(r"^model on (.*) \(--device (\w+)\)$", out, re.M)
+    assert m, out
+    return m.group(1)
 
 
 def _accuracy(out):
@@ -37,3 +53,35 @@ def test_mlp_demo_reaches_96_percent_and_resumes(tmp_path):
 def test_convnet_demo_reaches_97_percent(tmp_path):
     out = _demo(tmp_path, "--model", "convnet")
     assert _accuracy(out) >= 97.0, out
+
+
+def test_device_cpu_trains_on_the_cpu_and_resumes(tmp_path):
+    out = _demo(tmp_path, "--device", "cpu", "--epochs", "2")
+    assert _model_line(out).endswith("/device:CPU:0"), out
+    assert _accuracy(out) >= 70.0, out
+    more = _demo(tmp_path, "--device", "cpu", "--epochs", "3", "--resume")
+    assert "(epoch 2)" in more and "epoch   3" in more, more
+    assert _accuracy(more) >= 70.0, more
+
+
+def test_device_gpu_without_a_gpu_is_a_usage_error(tmp_path):
+    if _kernflow_has_gpu():
+        pytest.skip("a GPU device is registered here")
+    r = _run(tmp_path, "--device", "gpu", "--epochs", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--device gpu" in r.stderr and "no GPU device" in r.stderr, r.stderr
+    assert 'pip install "packages/kernels-gpu[cuda13]"' in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "mlp" / "checkpoint").exists()
+
+
+@pytest.mark.gpu
+def test_device_gpu_trains_on_the_gpu_and_resumes(tmp_path):
+    if not _kernflow_has_gpu():
+        pytest.skip("kernflow lists no GPU device: the GPU plugin (packages/kernels-gpu) is not installed")
+    out = _demo(tmp_path, "--device", "gpu", "--epochs", "2")
+    assert "/device:GPU:0" in _model_line(out), out
+    assert _accuracy(out) >= 70.0, out
+    more = _demo(tmp_path, "--device", "gpu", "--epochs", "3", "--resume")
+    assert "(epoch 2)" in more and "epoch   3" in more, more
+    assert _accuracy(more) >= 70.0, more

@@ -10,6 +10,12 @@ target's master for the cluster's devices and, when the cluster has a ``ps`` job
 under ``kf.train.replica_device_setter`` (variables round robin on the ps tasks, the computation on
 the master's own task). Checkpoints are written by the task that runs the save op, so on a cluster
 of several machines ``--checkpoint-dir`` must be a path every task can reach.
+
+``--device`` picks where the model runs: ``auto`` (default) leaves it to placement, which prefers a
+GPU when the GPU plugin registers one; ``cpu`` pins the model to ``/device:CPU:0``; ``gpu`` builds it
+under ``/device:GPU:0`` (ops without a GPU kernel fall back to the CPU) and stops with a usage error
+when no GPU device is registered. With ``--target`` the device applies to the computation's task
+(variables stay on the ps tasks, pinned to their CPU for ``cpu``).
 """
 
 from __future__ import annotations
@@ -17,10 +23,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import time
 
 OPTIMIZERS = {"sgd": "GradientDescent", "momentum": "Momentum", "adagrad": "Adagrad",
               "rmsprop": "RMSProp", "adam": "Adam"}
+DEVICE_TYPES = {"cpu": "CPU", "gpu": "GPU"}
+GPU_PLUGIN_HINT = ('install the GPU plugin: pip install "packages/kernels-gpu[cuda13]" '
+                   '(or "packages/kernels-gpu[cuda12]" for CUDA 12)')
+# Ops whose device is "where the model runs" in the demo's report.
+_MODEL_OP_TYPES = ("MatMul", "Conv2D")
+
+
+class DemoUsageError(Exception):
+    """The options cannot run here (e.g. ``--device gpu`` without a GPU); `run` exits with status 2."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +54,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="",
                         help="session target: empty for the embedded runtime (default), or a cluster's "
                              "master, e.g. grpc://localhost:2222")
+    parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                        help="where the model runs: auto (default: placement chooses, a GPU when one "
+                             "is registered), cpu (/device:CPU:0) or gpu (/device:GPU:0, needs the GPU "
+                             "plugin); with --target, the device of the computation's task")
 
 
 def load_digits(seed: int = 0):
@@ -103,12 +123,40 @@ def _progress(total, disabled, desc):
     return tqdm(total=total, disable=disabled, desc=desc, unit="step", leave=False)
 
 
-def cluster_device_setter(kf, target: str):
-    """Returns (device function or None, description) for running the demo's graph on `target`.
+def _no_device_error(device: str, where: str) -> DemoUsageError:
+    hint = f"; {GPU_PLUGIN_HINT}" if device == "gpu" else ""
+    return DemoUsageError(f"--device {device}: {where} has no {DEVICE_TYPES[device]} device{hint}")
+
+
+def local_device_scope(kf, device: str = "auto"):
+    """Returns the device scope for the embedded runtime's model (None for ``auto``).
+
+    Raises:
+        DemoUsageError: the embedded runtime has no device of the requested type.
+    """
+    if device == "auto":
+        return None
+    dtype = DEVICE_TYPES[device]
+    with kf.Session(graph=kf.Graph()) as probe:
+        types = {d.device_type for d in probe.list_devices()}
+    if dtype not in types:
+        raise _no_device_error(device, f"this machine (devices: {', '.join(sorted(types))})")
+    return f"/device:{dtype}:0"
+
+
+def cluster_device_setter(kf, target: str, device: str = "auto"):
+    """Returns (device scope, description) for running the demo's graph on `target`.
+
+    The scope is a device function, a device string or None (the master places everything).
 
     Asks the target's master for the cluster's devices. With a ``ps`` job, variables go to the ps
     tasks and everything else to the master's own task (its devices come first in the list);
-    without one the master places the graph itself.
+    without one the master places the graph itself. `device` (``cpu``/``gpu``) pins the computation
+    to that device type of its task (and, for ``cpu``, the variables to the ps tasks' CPUs).
+
+    Raises:
+        RuntimeError: the target lists no devices.
+        DemoUsageError: no task that would run the computation has a device of type `device`.
     """
     from kernflow.core.framework import device_spec
     with kf.Session(target, graph=kf.Graph()) as probe:
@@ -120,24 +168,65 @@ def cluster_device_setter(kf, target: str):
     jobs = sorted({s.job for s in specs})
     tasks = len({(s.job, s.task) for s in specs})
     where = f"{target}: {tasks} task(s) of job(s) {', '.join(jobs)}"
+    dtype = DEVICE_TYPES.get(device)
+    pin = f"/device:{dtype}:0" if dtype else ""
     # The master's own task (listed first), else the first task that is not a ps.
     own = next((s for s in specs if s.job != "ps"), None)
     if not ps_tasks or own is None:
-        return None, where
+        if dtype and not any(s.device_type == dtype for s in specs):
+            raise _no_device_error(device, f"the cluster at {target}")
+        return (pin or None), (f"{where}; model on {pin}" if pin else where)
     worker = f"/job:{own.job}/task:{own.task}"
-    setter = kf.train.replica_device_setter(ps_tasks=ps_tasks, worker_device=worker)
-    return setter, f"{where}; variables on {ps_tasks} ps task(s), computation on {worker}"
+    if dtype and not any(s.device_type == dtype and (s.job, s.task) == (own.job, own.task) for s in specs):
+        raise _no_device_error(device, f"task {worker} of the cluster at {target}")
+    ps_device = "/job:ps/device:CPU:0" if device == "cpu" else "/job:ps"
+    setter = kf.train.replica_device_setter(ps_tasks=ps_tasks, ps_device=ps_device,
+                                            worker_device=worker + pin)
+    return setter, f"{where}; variables on {ps_tasks} ps task(s), computation on {worker}{pin}"
+
+
+def model_devices(kf, sess, fetch, feed):
+    """The devices that ran the model's MatMul/Conv2D ops in one traced run of `fetch` (sorted).
+
+    Returns an empty list when the run could not be traced (e.g. a target that does not report
+    step stats); the caller then reports the requested device.
+    """
+    md = kf.RunMetadata()
+    try:
+        sess.run(fetch, feed, options=kf.RunOptions(trace_level=kf.RunOptions.FULL_TRACE),
+                 run_metadata=md)
+    except Exception:  # the report is informational: training must not depend on tracing support
+        return []
+    found = set()
+    for ds in md.step_stats.dev_stats:
+        for ns in ds.node_stats:
+            label = ns.op_type or ns.timeline_label
+            if any(t in label for t in _MODEL_OP_TYPES):
+                found.add(ds.device)
+    return sorted(found)
 
 
 def run(args) -> int:
     import numpy as np
     import kernflow.core as kf
+    try:
+        return _train(kf, np, args)
+    except DemoUsageError as e:
+        print(f"kernflow demo: {e}", file=sys.stderr)
+        return 2
+
+
+def _train(kf, np, args) -> int:
     (xtr, ytr), (xte, yte) = load_digits()
     target = getattr(args, "target", "") or ""
-    setter = None
+    device = getattr(args, "device", "auto") or "auto"
     if target:
-        setter, where = cluster_device_setter(kf, target)
+        setter, where = cluster_device_setter(kf, target, device)
         print(f"training on {where}", flush=True)
+    else:
+        setter = local_device_scope(kf, device)
+    # Ops pinned to the GPU that have no GPU kernel (TF1's usual setting for GPU models) go to the CPU.
+    config = kf.ConfigProto(allow_soft_placement=True) if device == "gpu" else None
     g = kf.Graph()
     with g.as_default():
         with kf.device(setter) if setter is not None else contextlib.nullcontext():
@@ -155,7 +244,7 @@ def run(args) -> int:
     ckpt_dir = os.path.join(args.checkpoint_dir, args.model)
     os.makedirs(ckpt_dir, exist_ok=True)
     steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
-    with kf.Session(target, graph=g) as sess:
+    with kf.Session(target, graph=g, config=config) as sess:
         start_epoch = 0
         latest = kf.train.latest_checkpoint(ckpt_dir) if args.resume else None
         if latest:
@@ -164,6 +253,9 @@ def run(args) -> int:
             print(f"resumed from {latest} (epoch {start_epoch})")
         else:
             sess.run(kf.global_variables_initializer())
+        devs = model_devices(kf, sess, correct, {x: xte[:8], y: yte[:8]})
+        requested = setter if isinstance(setter, str) else "the devices placement chose"
+        print(f"model on {', '.join(devs) or requested} (--device {device})", flush=True)
         rng = np.random.RandomState(args.seed)
         for _ in range(start_epoch):  # keep the shuffle sequence of an uninterrupted run
             rng.permutation(len(xtr))

@@ -69,7 +69,8 @@ def test_graph_over_two_cpus_uses_send_recv(g):
         y = x + 1.0
         v = kf.Variable(np.zeros(3, np.float32), name="v")
         upd = v.assign_add(y)
-    z = y + v.value()
+    with kf.device("/cpu:0"):
+        z = y + v.value() + 0.0 * x  # x feeds both devices: its _Arg stays on the client's
     opts = kf.RunOptions(output_partition_graphs=True)
     md = kf.RunMetadata()
     with kf.Session(config=TWO_CPUS) as s:

@@ -30,6 +30,7 @@ from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
+from kernflow.core.runtime import fusion
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
@@ -410,6 +411,8 @@ class Master:
             feeds, fetches, targets = sig
             placed = self._placed(s)
             pruned = prune(placed, feeds, fetches, targets, client_device=s.client_device)
+            pruned = fusion.fuse_elementwise(pruned, s.by_name, self._kernels,
+                                             fusion.jit_level(s.config))
             graphs, routes = step_routes.route(group_by_task(partition(pruned, s.incarnations)),
                                                task_of(s.client_device), pull, s.incarnations)
             tasks = sorted(graphs, key=task_sort_key)

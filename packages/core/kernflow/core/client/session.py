@@ -121,7 +121,10 @@ def _check_feed(t: _ops.Tensor, value):
                         f"include Python scalars, strings, lists, numpy ndarrays. (feeding {t.name})")
     dt = t.dtype.base_dtype
     npdt = dt.as_numpy_dtype
-    if type(value) is np.ndarray and value.dtype == npdt:
+    if hasattr(value, "__cuda_array_interface__") and npdtype is not None:
+        # A device array (cupy): fed as it is, to a placeholder whose consumers are on its device.
+        arr = value if value.dtype == npdtype else value.astype(npdtype)
+    elif type(value) is np.ndarray and value.dtype == npdt:
         arr = value
     elif dt == _dtypes.string:
         from kernflow.core.framework import tensor_util

@@ -20,16 +20,26 @@ class GPUOptions(_message.Message):
     def __init__(self, per_process_gpu_memory_fraction: _Optional[float] = ..., allow_growth: _Optional[bool] = ..., visible_device_list: _Optional[str] = ...) -> None: ...
 
 class OptimizerOptions(_message.Message):
-    __slots__ = ("do_common_subexpression_elimination", "do_constant_folding", "do_function_inlining", "do_elementwise_fusion")
+    __slots__ = ("do_common_subexpression_elimination", "do_constant_folding", "do_function_inlining", "global_jit_level")
+    class GlobalJitLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        DEFAULT: _ClassVar[OptimizerOptions.GlobalJitLevel]
+        OFF: _ClassVar[OptimizerOptions.GlobalJitLevel]
+        ON_1: _ClassVar[OptimizerOptions.GlobalJitLevel]
+        ON_2: _ClassVar[OptimizerOptions.GlobalJitLevel]
+    DEFAULT: OptimizerOptions.GlobalJitLevel
+    OFF: OptimizerOptions.GlobalJitLevel
+    ON_1: OptimizerOptions.GlobalJitLevel
+    ON_2: OptimizerOptions.GlobalJitLevel
     DO_COMMON_SUBEXPRESSION_ELIMINATION_FIELD_NUMBER: _ClassVar[int]
     DO_CONSTANT_FOLDING_FIELD_NUMBER: _ClassVar[int]
     DO_FUNCTION_INLINING_FIELD_NUMBER: _ClassVar[int]
-    DO_ELEMENTWISE_FUSION_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_JIT_LEVEL_FIELD_NUMBER: _ClassVar[int]
     do_common_subexpression_elimination: bool
     do_constant_folding: bool
     do_function_inlining: bool
-    do_elementwise_fusion: bool
-    def __init__(self, do_common_subexpression_elimination: _Optional[bool] = ..., do_constant_folding: _Optional[bool] = ..., do_function_inlining: _Optional[bool] = ..., do_elementwise_fusion: _Optional[bool] = ...) -> None: ...
+    global_jit_level: OptimizerOptions.GlobalJitLevel
+    def __init__(self, do_common_subexpression_elimination: _Optional[bool] = ..., do_constant_folding: _Optional[bool] = ..., do_function_inlining: _Optional[bool] = ..., global_jit_level: _Optional[_Union[OptimizerOptions.GlobalJitLevel, str]] = ...) -> None: ...
 
 class GraphOptions(_message.Message):
     __slots__ = ("optimizer_options", "enable_recv_scheduling", "infer_shapes", "place_pruned_graph")

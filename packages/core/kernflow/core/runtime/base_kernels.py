@@ -34,27 +34,38 @@ def _key(ctx):
                       ctx.get_attr("recv_device"), ctx.get_attr("tensor_name"))
 
 
+def _shares_memory(device, other: str) -> bool:
+    """True if tensors can pass from `device` to the device named `other` as they are: both sit in
+    host memory, or both are devices of one kind in the same task (a GPU reads a peer GPU's array).
+    Anything that leaves the task goes through host memory, as the wire carries host bytes."""
+    other_type = other.rsplit("/", 1)[-1].split(":")[1]
+    if not getattr(device, "has_device_memory", False):
+        return other_type == "CPU" or other_type == device.device_type
+    return other_type == device.device_type and other.rsplit("/", 1)[0] == device.name.rsplit("/", 1)[0]
+
+
 def _send(ctx):
     key = _key(ctx)
     device = ctx.device
-    same_kind = ctx.get_attr("recv_device").rsplit("/", 1)[-1].split(":")[1] == device.device_type
+    as_is = _shares_memory(device, ctx.get_attr("recv_device"))
+    to_host = device.to_host
 
     def compute(step, value):
-        step.rendezvous.send(key, value if same_kind else device.to_host(value))
+        step.rendezvous.send(key, value if as_is else to_host(value))
     return compute
 
 
 def _recv(ctx):
     key = _key(ctx)
     device = ctx.device
-    same_kind = ctx.get_attr("send_device").rsplit("/", 1)[-1].split(":")[1] == device.device_type
+    to_device = None if not getattr(device, "has_device_memory", False) else device.to_device
 
     def compute(step, inputs, done):
         def got(value, is_dead, err):
             if err is not None:
                 done(err)
             else:
-                done(value if same_kind else device.to_device(value))
+                done(value if to_device is None else to_device(value))
         step.rendezvous.recv_async(key, got)
     return compute
 
@@ -65,5 +76,6 @@ def register(registry, device_type: str) -> None:
     registry.register("Const", device_type, _const)
     registry.register_simple("Identity", device_type, lambda x: x, forwards=True)
     registry.register_simple("NoOp", device_type, lambda: None)
-    registry.register("_Send", device_type, _send, needs_ctx=True)
+    # _Send moves its input to host memory itself when the receiver needs it there.
+    registry.register("_Send", device_type, _send, needs_ctx=True, host_memory=("?tensor",))
     registry.register("_Recv", device_type, _recv, is_async=True)

@@ -16,6 +16,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
+from kernflow.core.runtime import fusion
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
@@ -56,14 +57,31 @@ class StepStatsCollector:
 
 
 class _Step:
-    """A compiled (feeds, fetches, targets) signature: one plan per partition."""
+    """A compiled (feeds, fetches, targets) signature: one plan per partition.
 
-    def __init__(self, plans, client_index, partition_graphs):
+    Feeds and fetches sit in whichever partitions hold their `_Arg`/`_Retval` nodes; each plan
+    knows the step-wide positions of its own (`ExecutorPlan.arg_indices`/`retval_indices`).
+    """
+
+    def __init__(self, plans, partition_graphs, num_feeds, num_fetches):
         self.plans = plans
-        self.client = client_index
         self.partition_graphs = partition_graphs
-        single = len(plans) == 1 and plans[0].straight_line is not None
-        self.fast = plans[0].run_sync if single else None
+        self.num_fetches = num_fetches
+        self.fast = None
+        if len(plans) == 1 and plans[0].straight_line is not None:
+            plan = plans[0]
+            run = plan.run_sync
+            if plan.arg_indices != list(range(num_feeds)) or plan.retval_indices != list(range(num_fetches)):
+                run = None
+            elif not getattr(plan.device, "has_device_memory", False):
+                def run(args, ctx, _inner=plan.run_sync):
+                    return _inner(_host_feeds(args), ctx)
+            elif plan.fetch_to_host is not None:
+                to_host = plan.fetch_to_host
+
+                def run(args, ctx, _inner=plan.run_sync):
+                    return [to_host(v) for v in _inner(args, ctx)]
+            self.fast = run
 
 
 class DirectSession:
@@ -99,6 +117,7 @@ class DirectSession:
         self.cost_model = _cost.CostModel()
         self._closed = False
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
+        self._jit_level = fusion.jit_level(config)
         self._placement = PlacementOptions(
             allow_soft_placement=bool(config and config.allow_soft_placement),
             log_device_placement=bool(config and config.log_device_placement),
@@ -148,15 +167,18 @@ class DirectSession:
                 return step
             placed_full = self._placed_graph_def()
             placed = prune(placed_full, feeds, fetches, targets, client_device=self.client_device)
+            _move_args_to_consumers(placed, self.client_device)
+            placed = fusion.fuse_elementwise(placed, self._by_name, self._kernels, self._jit_level)
             parts = partition(placed, {d.name: d.incarnation for d in self.devices})
-            if self.client_device not in parts:
+            parts = {n: p for n, p in parts.items() if len(p.node)}
+            if not parts:
                 from kernflow.core.protobuf import graph_pb2
                 parts[self.client_device] = graph_pb2.GraphDef()
-            names = [self.client_device] + sorted(p for p in parts if p != self.client_device)
+            names = sorted(parts, key=lambda n: (n != self.client_device, n))
             plans = [_executor.compile_partition(parts[n], self._by_name[n], self._kernels, self._pool,
                                                  self._kernel_cache, session_handle=self)
                      for n in names]
-            step = _Step(plans, 0, [parts[n] for n in names])
+            step = _Step(plans, [parts[n] for n in names], len(feeds), len(fetches))
             self._steps[key] = step
             return step
 
@@ -203,9 +225,12 @@ class DirectSession:
             if last:
                 all_done.set()
 
-        for i, plan in enumerate(step.plans):
+        for plan in step.plans:
             ctx = _executor.StepContext(step_id, rdv, plan.device, collector)
-            st = _executor.DataflowState(plan, feed_values if i == step.client else (), ctx, done)
+            args = [feed_values[i] for i in plan.arg_indices]
+            if not getattr(plan.device, "has_device_memory", False):
+                args = _host_feeds(args)
+            st = _executor.DataflowState(plan, args, ctx, done)
             states.append(st)
         for st in states:
             st.start()
@@ -221,7 +246,12 @@ class DirectSession:
         for st in states:
             if st.error is not None:
                 raise st.error
-        return states[step.client].results()
+        results = [None] * step.num_fetches
+        for st in states:
+            to_host = st.plan.fetch_to_host
+            for i, v in zip(st.plan.retval_indices, st.results()):
+                results[i] = to_host(v) if to_host is not None else v
+        return results
 
     # ------------------------------------------------------------------ management
     def list_devices(self):
@@ -244,6 +274,38 @@ class DirectSession:
             d.resource_mgr.cleanup()
         self._steps.clear()
         self._kernel_cache.clear()
+
+
+def _host_feeds(values):
+    """Feeds for a partition in host memory: device arrays (cupy) fed by the caller come over."""
+    for v in values:
+        if type(v) is not np.ndarray and hasattr(v, "__cuda_array_interface__"):
+            return [v.get() if hasattr(v, "__cuda_array_interface__") else v for v in values]
+    return values
+
+
+def _move_args_to_consumers(graph_def, client_device: str) -> None:
+    """Puts each feed (`_Arg`) on the device of its consumers and each fetch (`_Retval`) on its
+    producer's device, when that is one device, so in-process feeds and fetches need no Send/Recv
+    pair (the executor converts fed host arrays on use; fetched device arrays come back to the host).
+    """
+    from kernflow.core.runtime.executor import parse_input
+    by_name = {nd.name: nd for nd in graph_def.node}
+    consumers: dict[str, set] = {}
+    for nd in graph_def.node:
+        for inp in nd.input:
+            name, _, _ = parse_input(inp)
+            consumers.setdefault(name, set()).add(nd.device)
+    for nd in graph_def.node:
+        if nd.op == "_Arg" and nd.device == client_device:
+            devs = consumers.get(nd.name, set())
+            if len(devs) == 1:
+                nd.device = next(iter(devs))
+        elif nd.op == "_Retval" and nd.device == client_device and nd.input:
+            name, _, _ = parse_input(nd.input[0])
+            src = by_name.get(name)
+            if src is not None and src.device:
+                nd.device = src.device
 
 
 def reset_all(containers=None) -> None:

@@ -165,6 +165,9 @@ class _Node:
     fresh: bool = False     # outputs are always new buffers (see KernelDef)
     inplace: object = None  # compute that may reuse input 0's buffer
     forwards: bool = False  # output 0 is input 0 itself
+    # (input position, fn) pairs moving an input between host and device memory (see
+    # `_memory_types`); empty on devices whose memory is the host's.
+    convert: list = dataclasses.field(default_factory=list)
 
 
 class ExecutorPlan:
@@ -176,8 +179,14 @@ class ExecutorPlan:
     """
 
     def __init__(self, device, nodes, num_slots, const_values, arg_slots, retval_slots, pool,
-                 force_dataflow: bool = False):
+                 force_dataflow: bool = False, arg_indices=None, retval_indices=None):
         self.id = next(_plan_ids)
+        # Step-wide feed/fetch positions of this partition's _Arg/_Retval nodes, in slot order.
+        self.arg_indices = list(arg_indices if arg_indices is not None else range(len(arg_slots)))
+        self.retval_indices = list(retval_indices if retval_indices is not None
+                                   else range(len(retval_slots)))
+        # Fetched values of devices with their own memory go back to the host.
+        self.fetch_to_host = device.to_host if getattr(device, "has_device_memory", False) else None
         self.device = device
         self.nodes: list[_Node] = nodes
         self.num_slots = num_slots
@@ -255,6 +264,8 @@ def _compile_straight_line(plan: ExecutorPlan):
             last_use[s] = n.id
     pinned = set(plan.retval_slots)
     g = {"_errors": errors}
+    if plan.device is not None and getattr(plan.device, "has_device_memory", False):
+        g["_to_host"], g["_to_device"] = plan.device.to_host, plan.device.to_device
     lines = ["def _run(_args, _ctx):"]
     line_node = {}
     for i, s in enumerate(plan.arg_slots):
@@ -273,6 +284,8 @@ def _compile_straight_line(plan: ExecutorPlan):
     for n in nodes:
         g[f"k{n.id}"] = n.compute
         args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
+        for pos, fn in n.convert:
+            args[pos] = f"{'_to_host' if fn == 'host' else '_to_device'}({args[pos]})"
         if n.needs_ctx:
             args.insert(0, "_ctx")
         kname = f"k{n.id}"
@@ -287,7 +300,7 @@ def _compile_straight_line(plan: ExecutorPlan):
         outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
         if n.op_type == "NoOp" and not n.inputs:
             continue  # nothing to run: its control edges are honoured by the statement order
-        if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx:
+        if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx and not n.convert:
             stmt = f"{outs[0]} = {args[0]}"   # Identity: a name binding, no call
         elif n.num_outputs == 0:
             stmt = call
@@ -373,7 +386,7 @@ def _node_error(e: Exception, node) -> errors.OpError:
             return e
         err = type(e)(e.node_def, e.op, f"{e.message}{where}")
         return err
-    if isinstance(e, MemoryError):
+    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":  # host or device (cupy)
         return errors.ResourceExhaustedError(None, None, f"OOM when running {node.name if node else '?'}: {e}{where}")
     name = f"{node.op_type} {node.name}: " if node is not None else ""
     return errors.InvalidArgumentError(None, None, f"{name}{type(e).__name__}: {e}{where}")
@@ -447,6 +460,10 @@ class DataflowState:
         for s, d in zip(node.inputs, node.deref):
             v = vals[s]
             out.append(v.read() if d else v)
+        if node.convert:
+            dev = self.plan.device
+            for pos, fn in node.convert:
+                out[pos] = dev.to_host(out[pos]) if fn == "host" else dev.to_device(out[pos])
         return out
 
     def _run_node(self, node) -> list:
@@ -558,6 +575,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
     arg_slots, retval_slots = {}, {}
     kernel_cache = {} if kernel_cache is None else kernel_cache
     exec_of_old: dict[int, int] = {}
+    mem = _MemoryTypes(device) if getattr(device, "has_device_memory", False) else None
     for old in order:
         nd, op_def, attrs, ins = parsed[old]
         data_ins = [(i, idx) for i, idx, c in ins if not c]
@@ -574,6 +592,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
             continue
         if nd.op == "Const" and not any(c for _, _, c in ins):
             consts[base] = device.to_device(attrs["value"])
+            if mem is not None:
+                mem.const(base, attrs["value"])
             continue
         ctx = KernelConstruction(nd.name, nd.op, attrs, device, in_dtypes, out_dtypes[old], session_handle)
         kd = kernels.lookup(nd.op, device.device_type, attrs, nd.name)
@@ -596,11 +616,88 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         if kd.inplace is not None and not key:
             node.inplace = kd.inplace(ctx)
         node.static_elems = _static_elements(nd, len(out_dtypes[old]))
+        if mem is not None:
+            total = mem.bind(node, kd, op_def, attrs, consts, total)
         nodes.append(node)
     _link(nodes, parsed, order, exec_of_old)
-    args = [arg_slots[i] for i in sorted(arg_slots)]
-    rets = [retval_slots[i][0] for i in sorted(retval_slots)]
-    return ExecutorPlan(device, nodes, total, consts, args, rets, pool, force_dataflow)
+    arg_order = sorted(arg_slots)
+    ret_order = sorted(retval_slots)
+    args = [arg_slots[i] for i in arg_order]
+    rets = [retval_slots[i][0] for i in ret_order]
+    return ExecutorPlan(device, nodes, total, consts, args, rets, pool, force_dataflow,
+                        arg_indices=arg_order, retval_indices=ret_order)
+
+
+def _arg_names(args, attrs) -> list[str]:
+    """The arg name of each flattened input (or output) of an op."""
+    out = []
+    for a in args:
+        if a.number_attr:
+            n = attrs.get(a.number_attr, 0)
+        elif a.type_list_attr:
+            n = len(attrs.get(a.type_list_attr, []))
+        else:
+            n = 1
+        out.extend([a.name] * n)
+    return out
+
+
+class _MemoryTypes:
+    """Host/device memory of each slot of a partition on a device with its own memory (a GPU).
+
+    TF's memory types: a kernel lists the args it keeps in host memory (`KernelDef.host_memory`:
+    shapes, axes, small int32 tensors) and everything else lives in device memory. A slot's memory is
+    its producer's (constants are uploaded once; feeds may be either and are converted on use); an
+    input whose slot lives in the other memory gets a conversion (`_Node.convert`). A host-memory
+    input fed by a constant reads a host copy of the constant, made once at compile time.
+    """
+
+    def __init__(self, device):
+        self.device = device
+        self.kind: dict[int, str] = {}          # slot -> "host" | "device" (absent: either)
+        self.const_host: dict[int, object] = {}
+        self.host_copy: dict[int, int] = {}     # const slot -> slot of its host copy
+
+    def const(self, slot, host_value) -> None:
+        self.kind[slot] = "device"
+        self.const_host[slot] = host_value
+
+    def bind(self, node, kd, op_def, attrs, consts, total) -> int:
+        host = {n for n in kd.host_memory if not n.startswith("?")}
+        either = {n[1:] for n in kd.host_memory if n.startswith("?")}
+        all_host = "*" in host
+        in_names = _arg_names(op_def.inputs, attrs)
+        for pos, s in enumerate(node.inputs):
+            name = in_names[pos] if pos < len(in_names) else ""
+            if kd.forwards or name in either:
+                continue  # reads metadata only, or passes the value on where it is
+            need = "host" if all_host or name in host else "device"
+            if node.deref[pos]:
+                node.convert.append((pos, need))  # a variable's buffer may live in either memory
+                continue
+            have = self.kind.get(s)
+            if need == "host" and s in self.const_host:
+                copy = self.host_copy.get(s)
+                if copy is None:
+                    copy = self.host_copy[s] = total
+                    consts[copy] = self.const_host[s]
+                    self.kind[copy] = "host"
+                    total += 1
+                node.inputs[pos] = copy
+            elif have != need:
+                node.convert.append((pos, need))
+        out_names = _arg_names(op_def.outputs, attrs)
+        for i in range(node.num_outputs):
+            s = node.out_base + i
+            if kd.forwards and i == 0 and node.inputs:
+                k = self.kind.get(node.inputs[0])
+                if k is not None and not node.deref[0]:
+                    self.kind[s] = k
+            elif all_host or (i < len(out_names) and out_names[i] in host):
+                self.kind[s] = "host"
+            else:
+                self.kind[s] = "device"
+        return total
 
 
 def _input_ref_flags(op_def, attrs) -> list[bool]:

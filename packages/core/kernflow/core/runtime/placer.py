@@ -13,6 +13,14 @@ Heuristics, in order (TF's placer.cc, plus the whitepaper's simulated greedy pla
    `Device.resource_key`) is free, plus the time its inputs take to arrive from other devices, plus
    the group's estimated cost there (measured costs when the cost model has them, static estimates
    otherwise). Ties prefer the higher-priority device type, then the lower device.
+4. *Generators follow their consumer*: a group of nodes without inputs that holds no state (a
+   Const, a Placeholder) is placed after the rest, on its first consumer's device when it may go
+   there (TF placer.cc's generator heuristic), so a constant never costs a transfer.
+5. *State prefers the accelerator*: an unconstrained group holding state (a variable and the ops
+   updating it) goes to the highest-priority device type that can take it, as TF keeps variables
+   on GPU:0; everything that reads it then weighs the transfer to move elsewhere.
+With ``log_device_placement`` each node's line also says why it is not on the preferred device type
+when that type has no kernel for it.
 """
 
 from __future__ import annotations
@@ -131,12 +139,25 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
         groups.setdefault(uf.find(i), []).append(i)
     candidates = {}
     for root, members in groups.items():
-        candidates[root] = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options,
-                                       yielding)
-    _greedy_assign(nds, attrs, groups, uf, candidates, index, options)
+        cands = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, yielding)
+        if any(op_defs[m].stateful for m in members) and options.type_priority:
+            top = max(options.type_priority.get(d.device_type, 0) for d in cands)
+            cands = [d for d in cands if options.type_priority.get(d.device_type, 0) == top]
+        candidates[root] = cands
+    generators = {root for root, members in groups.items()
+                  if all(not nds[m].input and not op_defs[m].stateful for m in members)}
+    _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generators)
     if options.log_device_placement:
-        for nd in nds:
+        preferred = [t for t, _ in sorted(options.type_priority.items(), key=lambda kv: -kv[1])
+                     if any(d.device_type == t for d in devices)]
+        for i, nd in enumerate(nds):
             line = f"{nd.name}: ({nd.op}): {nd.device}"
+            dev_type = device_spec.DeviceSpec.from_string(nd.device).device_type
+            better = [t for t in preferred[:preferred.index(dev_type)] if dev_type in preferred] \
+                if nd.op not in ANY_DEVICE_OPS else []
+            missing = [t for t in better if kernels.find(nd.op, t, attrs[i]) is None]
+            if missing:
+                line += f" (no {'/'.join(missing)} kernel for {nd.op})"
             _log.info(line)
             print(line, file=sys.stderr)
     return out
@@ -207,7 +228,7 @@ def _topo(nds, index):
     return order
 
 
-def _greedy_assign(nds, attrs, groups, uf, candidates, index, options):
+def _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generators=frozenset()):
     cm = options.cost_model or _cost.CostModel()
     prio = options.type_priority
     finish = [0.0] * len(nds)
@@ -217,9 +238,10 @@ def _greedy_assign(nds, attrs, groups, uf, candidates, index, options):
     for lst in candidates.values():
         for d in lst:
             dev_rank.setdefault(d.name, len(dev_rank))
-    for i in _topo(nds, index):
+    order = _topo(nds, index)
+    for i in order:
         root = uf.find(i)
-        if device_of[i] is not None:
+        if device_of[i] is not None or root in generators:
             continue
         members = groups[root]
         mset = set(members)
@@ -246,3 +268,23 @@ def _greedy_assign(nds, attrs, groups, uf, candidates, index, options):
             finish[m] = end
             nds[m].device = dev.name
         ready[dev.resource_key] = end
+    _place_generators(nds, groups, uf, candidates, index, generators, device_of, dev_rank, prio)
+
+
+def _place_generators(nds, groups, uf, candidates, index, generators, device_of, dev_rank, prio):
+    """Puts each generator group on the device of its first placed consumer, if allowed there."""
+    first_consumer: dict[int, object] = {}
+    for j, nd in enumerate(nds):
+        for s in nd.input:
+            name, _, _ = parse_input(s)
+            k = index.get(name)
+            if k is not None and device_of[j] is not None:
+                first_consumer.setdefault(uf.find(k), device_of[j])
+    for root in generators:
+        cands = candidates[root]
+        dev = first_consumer.get(root)
+        if dev is None or dev not in cands:
+            dev = min(cands, key=lambda d: (-prio.get(d.device_type, 0), dev_rank[d.name]))
+        for m in groups[root]:
+            device_of[m] = dev
+            nds[m].device = dev.name

@@ -216,7 +216,13 @@ class BaseSaverBuilder:
 
     # ------------------------------------------------------------------ graph pieces
     def _AddSaveOps(self, filename_tensor, saveables):  # noqa: N802 - TF name
-        save = self.save_op(filename_tensor, saveables)
+        # File I/O has CPU kernels only: built under a GPU scope, the save runs on that task's CPU.
+        dev = filename_tensor.device
+        if dev and _device_spec.DeviceSpec.from_string(dev).device_type not in (None, "CPU"):
+            with _ops.device(_set_cpu0(dev)):
+                save = self.save_op(filename_tensor, saveables)
+        else:
+            save = self.save_op(filename_tensor, saveables)
         with _ops.colocate_with(filename_tensor), _ops.control_dependencies([save]):
             return array_ops.identity(filename_tensor, name="control_dependency")
 

@@ -3,7 +3,7 @@
 from kernflow.core.plugins import hookimpl
 
 # Op families with numpy kernels; each module has register(registry).
-FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "training", "io")
+FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "training", "io", "fusion")
 
 
 @hookimpl
