@@ -49,7 +49,7 @@ from kernflow.core.framework import tensor_util
 from kernflow.core.framework.node_def_util import parse_input
 
 __all__ = ["ExecutorPlan", "KernelConstruction", "StepContext", "ThreadPool", "compile_partition",
-           "parse_input", "node_attrs"]
+           "parse_input", "node_attrs", "arg_names"]
 
 _plan_ids = itertools.count()
 # Release each intermediate after its last consumer (the default). Benchmarks turn it off to
@@ -628,7 +628,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                         arg_indices=arg_order, retval_indices=ret_order)
 
 
-def _arg_names(args, attrs) -> list[str]:
+def arg_names(args, attrs) -> list[str]:
     """The arg name of each flattened input (or output) of an op."""
     out = []
     for a in args:
@@ -666,7 +666,7 @@ class _MemoryTypes:
         host = {n for n in kd.host_memory if not n.startswith("?")}
         either = {n[1:] for n in kd.host_memory if n.startswith("?")}
         all_host = "*" in host
-        in_names = _arg_names(op_def.inputs, attrs)
+        in_names = arg_names(op_def.inputs, attrs)
         for pos, s in enumerate(node.inputs):
             name = in_names[pos] if pos < len(in_names) else ""
             if kd.forwards or name in either:
@@ -686,7 +686,7 @@ class _MemoryTypes:
                 node.inputs[pos] = copy
             elif have != need:
                 node.convert.append((pos, need))
-        out_names = _arg_names(op_def.outputs, attrs)
+        out_names = arg_names(op_def.outputs, attrs)
         for i in range(node.num_outputs):
             s = node.out_base + i
             if kd.forwards and i == 0 and node.inputs:

@@ -25,6 +25,7 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.core.runtime import base_kernels
+from kernflow.core.runtime.executor import arg_names
 
 __all__ = ["register", "CPU_ONLY_FAMILIES", "CPU_ONLY_OPS", "HOST_ARGS"]
 
@@ -60,15 +61,11 @@ HOST_OPS = frozenset({"BroadcastGradientArgs", "ConcatOffset", "InvertPermutatio
 FORWARDING = frozenset({"StopGradient", "PlaceholderWithDefault"})
 
 
-def _arg_names(args) -> set[str]:
-    return {a.name for a in args}
-
-
 def _host_args(op_type: str) -> tuple:
     od = op_def_registry.get(op_type)
     if od is None or op_type.startswith(("Apply", "SparseApply")):
         return ()
-    return tuple(sorted(_arg_names(od.inputs) & HOST_ARGS))
+    return tuple(sorted({a.name for a in od.inputs} & HOST_ARGS))
 
 
 def _allows_int32(op_type, kd) -> bool:
@@ -113,25 +110,13 @@ def _normalized(factory, op_type, host, needs_ctx=False):
             return v.get()
         return v
 
-    in_names = []
-    for a in od.inputs:
-        in_names.append((a.name, a.number_attr or a.type_list_attr))
-
-    def scalars(ctx):
-        # Host-memory inputs of one element arrive as numpy 0-d arrays; numpy scalars combine with
-        # device arrays in cupy expressions (0-d host arrays do not).
-        pos, i = [], 1 if needs_ctx else 0
-        for name, multi in in_names:
-            n = (ctx.attrs.get(multi, 1) if multi and not isinstance(ctx.attrs.get(multi), list)
-                 else len(ctx.attrs.get(multi, [])) if multi else 1)
-            if name in host or "*" in host:
-                pos.extend(range(i, i + n))
-            i += n
-        return pos
-
     def make(ctx):
         inner = factory(ctx)
-        pos = scalars(ctx) if "*" not in host else []
+        # Host-memory inputs of one element arrive as numpy 0-d arrays; numpy scalars combine with
+        # device arrays in cupy expressions (0-d host arrays do not).
+        offset = 1 if needs_ctx else 0
+        pos = [] if "*" in host else [i + offset for i, n in enumerate(arg_names(od.inputs, ctx.attrs))
+                                      if n in host]
         if pos:
             def compute(*args):
                 args = list(args)
@@ -142,11 +127,7 @@ def _normalized(factory, op_type, host, needs_ctx=False):
                 return inner(*args)
         else:
             compute = inner
-        names = []
-        for a in od.outputs:
-            n = ctx.attrs.get(a.number_attr, 1) if a.number_attr else (
-                len(ctx.attrs.get(a.type_list_attr, [])) if a.type_list_attr else 1)
-            names.extend([a.name] * n)
+        names = arg_names(od.outputs, ctx.attrs)
         kinds = ["host" if "*" in host or n in host else "device" for n in names]
         if not kinds:
             return compute
@@ -232,8 +213,3 @@ def register(registry) -> dict:
                     continue  # same key as a hand-written kernel
                 source.setdefault(op, "generic")
     return source
-
-
-def supports(op_type: str) -> bool:
-    """True if the op has a GPU kernel (for some dtype)."""
-    return op_type not in CPU_ONLY_OPS
