@@ -13,7 +13,19 @@ CORE_DIR = os.path.dirname(kernflow.core.__file__)
 EXECUTOR_OPS = set(ANY_DEVICE_OPS)
 # Ops exercised by the runtime tests rather than contract cases (transfers between devices).
 RUNTIME_TESTED = {"_Send", "_Recv", "Placeholder", "VariableV2", "Assign", "AssignAdd", "AssignSub",
-                  "ScatterUpdate", "ScatterAdd", "ScatterSub", "IsVariableInitialized"}
+                  "ScatterUpdate", "ScatterAdd", "ScatterSub", "IsVariableInitialized",
+                  # control flow: run by the executor itself (tests/runtime, tests/control_flow)
+                  "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
+                  "NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger", "Assert",
+                  # per-step and shared resources (tests/queues, tests/ops/test_tensor_array.py,
+                  # test_stack_ops.py)
+                  "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
+                  "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
+                  "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
+                  "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
+                  "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
+                  "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
+                  "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayGradV3"}
 
 
 def core_ops():

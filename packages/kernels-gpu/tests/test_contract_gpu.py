@@ -19,7 +19,16 @@ CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "Dyn
             "ConcatV2", "SplitV", "GatherNd", "ScatterNd", "TopKV2", "MaxPool", "MaxPoolGrad",
             "MaxPoolGradGrad", "SparseApplyGradientDescent", "SparseApplyMomentum",
             "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp",
-            "SparseApplyAdam"}
+            "SparseApplyAdam",
+            # host-side resources by design (TF keeps queues, stacks and TensorArrays of the
+            # kernels here in host memory too): the placer puts these ops on the CPU
+            "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
+            "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
+            "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
+            "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
+            "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
+            "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
+            "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayGradV3"}
 
 
 class TestGPUKernels(KernelContractTests):

@@ -17,6 +17,7 @@ import threading
 import time
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime.cancellation import CancellationManager
 from kernflow.core.runtime.resource_mgr import is_state_buffer
 
 __all__ = ["WorkerRendezvous", "parse_key", "device_type_of", "PULL_GRACE_S"]
@@ -77,6 +78,8 @@ class WorkerRendezvous:
         self.last_used = time.monotonic()
         self.deadline: float | None = None
         self.trace_context = None
+        # Blocking kernels of the step (queue ops) register here; `abort` cancels them.
+        self.cancellation = CancellationManager()
 
     # ------------------------------------------------------------------ the kernels' interface
     def send(self, key: str, value, is_dead: bool = False) -> None:
@@ -136,6 +139,7 @@ class WorkerRendezvous:
             pulls, self._pulls = self._pulls, {}
             self._values.clear()
             states = list(self.states)
+        self.cancellation.cancel(error)
         for cbs in waiters.values():
             for cb in cbs:
                 _call_quietly(cb, None, False, error)

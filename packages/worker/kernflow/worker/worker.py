@@ -454,7 +454,7 @@ class Worker:
 
         for dp in dataflow:
             ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, collector)
-            states.append(_executor.DataflowState(dp.plan, self._args(dp, feeds), ctx, done))
+            states.append(dp.plan.new_state(self._args(dp, feeds), ctx, done))
         if not states:
             all_done.set()
         rdv.add_states(states)

@@ -136,9 +136,12 @@ def _parse_arg(spec: str, attrs: dict[str, AttrDef]) -> ArgDef:
     rm = re.fullmatch(r"Ref\((.+)\)", t)
     if rm:
         is_ref, t = True, rm.group(1).strip()
-    lm = re.fullmatch(r"(\w+)\s*\*\s*(\w+)", t)
+    lm = re.fullmatch(r"(\w+)\s*\*\s*(\w+|Ref\(\w+\))", t)
     if lm:
         number_attr, t = lm.groups()
+        rm = re.fullmatch(r"Ref\((\w+)\)", t)
+        if rm:   # "N * Ref(T)": a list of references (RefMerge)
+            is_ref, t = True, rm.group(1)
         if t in _TYPE_NAMES:
             return ArgDef(name, type=_parse_type(t), number_attr=number_attr, is_ref=is_ref)
         return ArgDef(name, type_attr=t, number_attr=number_attr, is_ref=is_ref)

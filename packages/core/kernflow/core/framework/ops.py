@@ -176,6 +176,8 @@ class Operation:
         self._node_def = None
         # Set from Graph.gradient_override_map when the op is created (TF semantics).
         self._gradient_op_type = None
+        # The cond/while context the op was built in (control_flow_v1), or None.
+        self._control_flow_context = None
 
     name = property(lambda self: self._name)
     type = property(lambda self: self._type)
@@ -199,6 +201,22 @@ class Operation:
             self._control_inputs.append(op)
             op._control_outputs.append(self)
             self._node_def = None
+
+    def _update_input(self, index: int, tensor: "Tensor") -> None:
+        """Replaces input `index` (while_loop closes a loop this way: Merge's back edge)."""
+        if tensor.graph is not self._graph:
+            raise ValueError(f"Tensor {tensor.name} must be from the same graph as {self._name}.")
+        old = self._inputs[index]
+        if old.dtype.base_dtype != tensor.dtype.base_dtype:
+            raise TypeError(f"Cannot update input {index} of {self._name}: dtype {tensor.dtype.name} "
+                            f"does not match {old.dtype.name}")
+        try:
+            old._consumers.remove(self)
+        except ValueError:
+            pass
+        self._inputs[index] = tensor
+        tensor._consumers.append(self)
+        self._node_def = None
 
     def _add_control_inputs(self, ops) -> None:
         for op in ops:
@@ -257,6 +275,7 @@ class _ThreadLocalStacks(threading.local):
         self.devices: list = []        # device strings or functions
         self.colocation: list = []     # list of Operation
         self.default_graphs: list = []
+        self.cf_context = None         # the innermost cond/while context being built
 
 
 class Graph:
@@ -485,6 +504,11 @@ class Graph:
             dtypes = output_dtypes(op_def, attrs)
         ctrl = [c for c in self._current_control_deps()
                 if not any(c is t.op for t in inputs)]
+        cf_context = self._stacks.cf_context
+        if cf_context is not None:
+            # Inputs from outside a cond branch go through a Switch, into a loop through an Enter;
+            # ops without inputs get the context's pivot as a control input (control_flow_v1).
+            inputs, ctrl = cf_context.prepare_op(op_type, list(inputs), ctrl)
         colocation = self._stacks.colocation
         if colocation:
             groups = []
@@ -510,7 +534,17 @@ class Graph:
             t._consumers.append(op)
         for c in op._control_inputs:
             c._control_outputs.append(op)
+        if cf_context is not None:
+            op._control_flow_context = cf_context
+            cf_context.add_op(op)
         return op
+
+    def _get_control_flow_context(self):
+        """The cond/while context ops are being built in (on this thread), or None."""
+        return self._stacks.cf_context
+
+    def _set_control_flow_context(self, ctx) -> None:
+        self._stacks.cf_context = ctx
 
     # ---------------------------------------------------------------- lookup
     def get_operation_by_name(self, name: str) -> Operation:

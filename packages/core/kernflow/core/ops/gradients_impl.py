@@ -39,30 +39,80 @@ def _to_tensor(x, as_ref=False):
     return _ops.convert_to_tensor(x, as_ref=as_ref)
 
 
-def _between_ops(ys, xs, stop_ops):
-    """Ops on a path from some x to some y (forward-reachable from xs, backward from ys)."""
+class _Level:
+    """The gradient graph at one loop level: ops of that level, and inner loops as single nodes.
+
+    At the top level (`loop` None) every op outside loops is a node and each outermost while loop
+    is one node (inputs: what enters it; outputs: its Exits), differentiated as a whole by
+    control_flow_grad_state. Inside a loop's body (`loop` W) the ops built in W are nodes, W's own
+    plumbing is outside, and loops nested in W are nodes again.
+    """
+
+    def __init__(self, loop):
+        self.loop = loop
+
+    def node(self, op):
+        """`op` itself, the WhileContext standing for it, or None (outside this level)."""
+        ctx = op._control_flow_context
+        w = ctx.get_while_context() if ctx is not None else None
+        if w is self.loop:
+            if w is not None and op in w.plumbing:
+                return None
+            return op
+        c = w
+        while c is not None:
+            outer = c.outer_context.get_while_context() if c.outer_context is not None else None
+            if outer is self.loop:
+                return c
+            c = outer
+        return None
+
+    @staticmethod
+    def inputs(n):
+        if isinstance(n, _ops.Operation):
+            return list(n.inputs)
+        return [e.op.inputs[0] for e in n.loop_enters + n.invariant_enters]
+
+    @staticmethod
+    def outputs(n):
+        if isinstance(n, _ops.Operation):
+            return n.outputs
+        return n.loop_exits
+
+
+def _between_ops(ys, xs, stop_ops, level):
+    """Nodes on a path from some x to some y (forward-reachable from xs, backward from ys)."""
+    xs_set = set(xs)
     reach_fwd = set()
-    queue = collections.deque(x.op for x in xs)
+    queue = collections.deque()
+    for x in xs:
+        for c in x._consumers:
+            n = level.node(c)
+            if n is not None:
+                queue.append(n)
     while queue:
-        op = queue.popleft()
-        if op in reach_fwd:
+        n = queue.popleft()
+        if n in reach_fwd:
             continue
-        reach_fwd.add(op)
-        for out in op.outputs:
+        reach_fwd.add(n)
+        for out in level.outputs(n):
             for c in out._consumers:
-                if c not in reach_fwd:
-                    queue.append(c)
+                m = level.node(c)
+                if m is not None and m not in reach_fwd:
+                    queue.append(m)
     between = set()
-    queue = collections.deque(y.op for y in ys)
+    queue = collections.deque(n for n in (level.node(y.op) for y in ys) if n is not None)
     while queue:
-        op = queue.popleft()
-        if op in between or op not in reach_fwd:
+        n = queue.popleft()
+        if n in between or n not in reach_fwd:
             continue
-        between.add(op)
-        if op in stop_ops:
+        between.add(n)
+        if n in stop_ops:
             continue
-        for t in op.inputs:
-            queue.append(t.op)
+        for t in level.inputs(n):
+            m = level.node(t.op)
+            if m is not None:
+                queue.append(m)
     return between
 
 
@@ -110,43 +160,75 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
     from kernflow.core.ops import array_ops
     g = ys[0].graph
     with g.as_default(), _ops.name_scope(name, "gradients", ys + xs):
-        between = _between_ops(ys, xs, stop_ops)
-        # Pending counts: consumers inside `between` of each op's outputs.
-        pending = collections.Counter()
-        for op in between:
-            if op in stop_ops:
-                continue
-            for t in op.inputs:
-                if t.op in between:
-                    pending[t.op] += 1
-        grads: dict = collections.defaultdict(list)  # tensor -> list of gradients
-        for y, gy in zip(ys, grad_ys):
+        for i, (y, gy) in enumerate(zip(ys, grad_ys)):
             if gy is None:
                 if not y.dtype.is_floating and not y.dtype.is_complex:
                     raise TypeError(f"Gradients of non-float tensor {y.name} ({y.dtype.name}) need grad_ys")
-                gy = array_ops.ones_like(y, name=f"grad_ys_{len(grads)}")
+                grad_ys[i] = array_ops.ones_like(y, name=f"grad_ys_{i}")
             else:
-                gy = _to_tensor(gy)
-            grads[y].append(gy)
-        ready = collections.deque(op for op in between if pending[op] == 0)
-        done = set()
-        while ready:
-            op = ready.popleft()
-            if op in done:
-                continue
-            done.add(op)
-            out_grads = [_aggregate(grads.get(t, [])) if grads.get(t) else None for t in op.outputs]
-            has_grad = any(gr is not None for gr in out_grads)
-            # Only ops with an input on some path from an x need their gradient built.
-            if has_grad and op not in stop_ops and any(t.op in between for t in op.inputs):
+                grad_ys[i] = _to_tensor(gy)
+        result = _backprop(ys, grad_ys, xs, None, stop_ops, gate_gradients, colocate_gradients_with_ops)
+        out = []
+        for x, gr in zip(xs, result):
+            if gr is None and unconnected_gradients == "zero":
+                gr = array_ops.zeros_like(x)
+            out.append(gr)
+        return out
+
+
+def _backprop(ys, grad_ys, xs, loop, stop_ops=frozenset(), gate_gradients=False, colocate=False):
+    """Gradients of xs given gradients of ys, over the nodes of one loop level (see `_Level`)."""
+    from kernflow.core.ops import array_ops
+    level = _Level(loop)
+    xs_set = set(xs)
+    between = _between_ops(ys, xs, stop_ops, level)
+    pending = collections.Counter()
+    for n in between:
+        if n in stop_ops:
+            continue
+        for t in level.inputs(n):
+            m = level.node(t.op)
+            if m in between:
+                pending[m] += 1
+    grads: dict = collections.defaultdict(list)  # tensor -> list of gradients
+    for y, gy in zip(ys, grad_ys):
+        grads[y].append(gy)
+
+    def wanted(t):
+        return t in xs_set or level.node(t.op) in between
+
+    ready = collections.deque(n for n in between if pending[n] == 0)
+    done = set()
+    while ready:
+        n = ready.popleft()
+        if n in done:
+            continue
+        done.add(n)
+        outs = level.outputs(n)
+        out_grads = [_aggregate(grads.get(t, [])) if grads.get(t) else None for t in outs]
+        has_grad = any(gr is not None for gr in out_grads)
+        inputs = level.inputs(n)
+        if has_grad and n not in stop_ops and any(wanted(t) for t in inputs):
+            if not isinstance(n, _ops.Operation):
+                from kernflow.core.ops import control_flow_grad_state
+                by_input = control_flow_grad_state.loop_gradients(
+                    n, out_grads, lambda ys_, gys_, xs_, lvl: _backprop(ys_, gys_, xs_, lvl))
+                for t in dict.fromkeys(inputs):
+                    gr = by_input.get(t)
+                    if gr is not None and wanted(t):
+                        grads[t].append(gr)
+            else:
+                op = n
                 fn = gradient_registry.get_gradient_function(op)
                 if fn is not None:
                     if len(op.outputs) > 1:
+                        switch = op.type in ("Switch", "RefSwitch")
                         out_grads = [gr if gr is not None else
-                                     (array_ops.zeros_like(t) if t.dtype.is_floating else None)
+                                     (array_ops.zeros_like(t, optimize=not switch)
+                                      if t.dtype.is_floating else None)
                                      for gr, t in zip(out_grads, op.outputs)]
                     with _ops.name_scope(op.name + "_grad"):
-                        ctx = _ops.colocate_with(op) if colocate_gradients_with_ops else _null()
+                        ctx = _ops.colocate_with(op) if colocate else _null()
                         with ctx:
                             in_grads = _as_list(fn(op, *out_grads))
                     if len(in_grads) != len(op.inputs):
@@ -154,28 +236,25 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                                          f"gradients, expected {len(op.inputs)} (op {op.name})")
                     # Gradients of inputs on no path to an x are never used: drop them before
                     # gating, so the step prunes their computation (e.g. MatMul's dx for a feed).
-                    in_grads = [gr if t.op in between else None for t, gr in zip(op.inputs, in_grads)]
+                    in_grads = [gr if wanted(t) else None for t, gr in zip(op.inputs, in_grads)]
                     if gate_gradients:
                         in_grads = _gate(in_grads, op)
                     for t, gr in zip(op.inputs, in_grads):
                         base = t.dtype.base_dtype
-                        if gr is not None and t.op in between and (base.is_floating or base.is_complex):
-                            if isinstance(gr, _ops.Tensor) and not gr.dtype.is_compatible_with(t.dtype.base_dtype):
+                        if gr is not None and wanted(t) and (base.is_floating or base.is_complex):
+                            if isinstance(gr, _ops.Tensor) and not gr.dtype.is_compatible_with(base):
                                 raise ValueError(f"Gradient for input {t.name} of {op.name} has dtype "
-                                                 f"{gr.dtype.name}, expected {t.dtype.base_dtype.name}")
+                                                 f"{gr.dtype.name}, expected {base.name}")
                             grads[t].append(gr)
-            for t in op.inputs:
-                if t.op in between and op not in stop_ops:
-                    pending[t.op] -= 1
-                    if pending[t.op] == 0:
-                        ready.append(t.op)
-        result = []
-        for x in xs:
-            gr = _aggregate(grads.get(x, []))
-            if gr is None and unconnected_gradients == "zero":
-                gr = array_ops.zeros_like(x)
-            result.append(gr)
-        return result
+        if n in stop_ops:
+            continue
+        for t in inputs:
+            m = level.node(t.op)
+            if m in between:
+                pending[m] -= 1
+                if pending[m] == 0:
+                    ready.append(m)
+    return [_aggregate(grads.get(x, [])) for x in xs]
 
 
 def _gate(grads, op):

@@ -30,8 +30,10 @@ def _const(ctx):
 
 
 def _key(ctx):
-    return create_key(ctx.get_attr("send_device"), ctx.get_attr("send_device_incarnation"),
-                      ctx.get_attr("recv_device"), ctx.get_attr("tensor_name"))
+    """The rendezvous key without its last field (``frame:iteration``, added per invocation)."""
+    key = create_key(ctx.get_attr("send_device"), ctx.get_attr("send_device_incarnation"),
+                     ctx.get_attr("recv_device"), ctx.get_attr("tensor_name"))
+    return key[:key.rindex(";") + 1]
 
 
 def _shares_memory(device, other: str) -> bool:
@@ -45,18 +47,23 @@ def _shares_memory(device, other: str) -> bool:
 
 
 def _send(ctx):
-    key = _key(ctx)
+    prefix = _key(ctx)
     device = ctx.device
     as_is = _shares_memory(device, ctx.get_attr("recv_device"))
     to_host = device.to_host
 
     def compute(step, value):
-        step.rendezvous.send(key, value if as_is else to_host(value))
+        # Inside loops the key ends with the invocation's frame and iteration; a dead input
+        # (an untaken branch) is sent as dead so the receiver's consumers do not run either.
+        if step.is_input_dead:
+            step.rendezvous.send(prefix + step.frame_key, None, True)
+        else:
+            step.rendezvous.send(prefix + step.frame_key, value if as_is else to_host(value))
     return compute
 
 
 def _recv(ctx):
-    key = _key(ctx)
+    prefix = _key(ctx)
     device = ctx.device
     to_device = None if not getattr(device, "has_device_memory", False) else device.to_device
 
@@ -64,9 +71,43 @@ def _recv(ctx):
         def got(value, is_dead, err):
             if err is not None:
                 done(err)
+            elif is_dead:
+                from kernflow.core.runtime.frames import DEAD
+                done(DEAD)
             else:
                 done(value if to_device is None else to_device(value))
-        step.rendezvous.recv_async(key, got)
+        step.rendezvous.recv_async(prefix + step.frame_key, got)
+    return compute
+
+
+def _never(ctx):
+    op = ctx.op_type
+
+    def compute(*args):
+        raise errors.InternalError(None, None, f"{op} is run by the executor itself, not as a kernel")
+    return compute
+
+
+def _assert(ctx):
+    summarize = ctx.get_attr("summarize")
+    name = ctx.name
+
+    def compute(condition, *data):
+        if bool(condition):
+            return None
+        import numpy as np
+        shown = []
+        for d in data:
+            a = np.asarray(d)
+            if a.dtype.kind in "SUO" and a.ndim == 0:
+                v = a.item()
+                shown.append(v.decode() if isinstance(v, bytes) else str(v))
+            else:
+                flat = a.reshape(-1)[:summarize]
+                shown.append("[" + " ".join(str(x) for x in flat.tolist()) +
+                             ("..." if a.size > summarize else "") + "]")
+        raise errors.InvalidArgumentError(None, None, f"assertion failed: [{'] ['.join(shown)}] "
+                                          f"(node {name})")
     return compute
 
 
@@ -79,3 +120,14 @@ def register(registry, device_type: str) -> None:
     # _Send moves its input to host memory itself when the receiver needs it there.
     registry.register("_Send", device_type, _send, needs_ctx=True, host_memory=("?tensor",))
     registry.register("_Recv", device_type, _recv, is_async=True)
+    # Control-flow primitives: the executor (runtime/frames.py) runs them itself; the kernels exist
+    # so placement and lookup treat them like any op. Predicates stay in host memory.
+    for ref in ("", "Ref"):
+        registry.register(f"{ref}Switch", device_type, _never, forwards=True, host_memory=("pred",))
+        registry.register(f"{ref}Merge", device_type, _never, forwards=True,
+                          host_memory=("value_index",))
+        for op in ("Enter", "Exit", "NextIteration"):
+            registry.register(f"{ref}{op}", device_type, _never, forwards=True)
+    registry.register("LoopCond", device_type, _never, host_memory=("*",))
+    registry.register("ControlTrigger", device_type, _never)
+    registry.register("Assert", device_type, _assert, host_memory=("*",))

@@ -116,6 +116,7 @@ class DirectSession:
         self._stateful_devices: dict[str, str] = {}
         self.cost_model = _cost.CostModel()
         self._closed = False
+        self._inflight: set = set()   # rendezvous of running dataflow steps (cancelled by close)
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self._jit_level = fusion.jit_level(config)
         self._placement = PlacementOptions(
@@ -230,10 +231,21 @@ class DirectSession:
             args = [feed_values[i] for i in plan.arg_indices]
             if not getattr(plan.device, "has_device_memory", False):
                 args = _host_feeds(args)
-            st = _executor.DataflowState(plan, args, ctx, done)
+            st = plan.new_state(args, ctx, done)
             states.append(st)
-        for st in states:
-            st.start()
+        with self._lock:
+            if self._closed:
+                raise errors.CancelledError(None, None, "Session has been closed.")
+            self._inflight.add(rdv)
+        try:
+            for st in states:
+                st.start()
+            return self._await_step(step, states, all_done, timeout_ms)
+        finally:
+            with self._lock:
+                self._inflight.discard(rdv)
+
+    def _await_step(self, step, states, all_done, timeout_ms):
         if not all_done.wait(timeout_ms / 1000.0 if timeout_ms > 0 else None):
             err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
                                                f"for the step to finish")
@@ -269,6 +281,11 @@ class DirectSession:
         if self._closed:
             return
         self._closed = True
+        with self._lock:
+            inflight = list(self._inflight)
+        # Wakes every blocked op of running steps (queue dequeues, Recvs) with a clear error.
+        for rdv in inflight:
+            rdv.abort(errors.CancelledError(None, None, "Session has been closed."))
         self._pool.shutdown()
         for d in self.devices:
             d.resource_mgr.cleanup()

@@ -47,6 +47,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import tensor_util
 from kernflow.core.framework.node_def_util import parse_input
+from kernflow.core.runtime import cancellation as _cancellation
 
 __all__ = ["ExecutorPlan", "KernelConstruction", "StepContext", "ThreadPool", "compile_partition",
            "parse_input", "node_attrs", "arg_names"]
@@ -92,17 +93,45 @@ class KernelConstruction:
 
 
 class StepContext:
-    """Per-step state handed to kernels registered with ``needs_ctx`` or ``is_async``."""
+    """Per-step state handed to kernels registered with ``needs_ctx`` or ``is_async``.
 
-    __slots__ = ("step_id", "rendezvous", "cancelled", "collector", "frame_iter", "device")
+    Attributes:
+        step_id: the step's id (shared by all its partitions).
+        rendezvous: where _Send/_Recv exchange tensors (None on the single-partition fast path).
+        frame_iter: ``(frame_id, iteration)`` of the invocation: ``("", 0)`` outside loops; inside
+            a while loop the frame id names the loop frame and its parents' iterations, the same
+            in every partition, so Send/Recv keys of loop bodies match across devices.
+        frame_key: ``"frame:iter"``, the last field of rendezvous keys for this invocation.
+        is_input_dead: True when a transfer kernel (_Send) runs on a dead input.
+        cancellation: the step's `CancellationManager` (blocking kernels register wake-ups).
+    """
+
+    __slots__ = ("step_id", "rendezvous", "cancelled", "collector", "frame_iter", "device",
+                 "frame_key", "is_input_dead")
 
     def __init__(self, step_id: int, rendezvous, device=None, collector=None):
         self.step_id = step_id
         self.rendezvous = rendezvous
         self.cancelled = False
         self.collector = collector
-        self.frame_iter = (0, 0)
+        self.frame_iter = ("", 0)
+        self.frame_key = "0:0"
+        self.is_input_dead = False
         self.device = device
+
+    @property
+    def cancellation(self):
+        rdv = self.rendezvous
+        return rdv.cancellation if rdv is not None else _cancellation.NEVER_CANCELLED
+
+    def in_frame(self, frame_id: str, iteration: int, is_input_dead: bool = False) -> "StepContext":
+        """A copy of this context for one invocation inside a loop frame."""
+        c = StepContext(self.step_id, self.rendezvous, self.device, self.collector)
+        c.cancelled = self.cancelled
+        c.frame_iter = (frame_id, iteration)
+        c.frame_key = f"{frame_id or 0}:{iteration}"
+        c.is_input_dead = is_input_dead
+        return c
 
 
 class ThreadPool:
@@ -206,6 +235,7 @@ class ExecutorPlan:
         self._init_refs = refs
         self._init_pending = [n.num_pending for n in nodes]
         self._roots = [n.id for n in nodes if self._init_pending[n.id] == 0]
+        self.control_flow = None   # frames.ControlFlowInfo when the partition has control flow
         use_dataflow = force_dataflow or any(n.is_async for n in nodes)
         self.straight_line = None if use_dataflow else _compile_straight_line(self)
         # Independent kernels registered as always expensive (expensive=True) run in parallel on
@@ -223,10 +253,17 @@ class ExecutorPlan:
             return self.straight_line(args, ctx)
         return self._run_one(self._choice, args, ctx)
 
+    def new_state(self, args, ctx: StepContext, done=None):
+        """A dataflow execution of this plan for one step (started with `start()`)."""
+        if self.control_flow is not None:
+            from kernflow.core.runtime.frames import FrameDataflowState
+            return FrameDataflowState(self, args, ctx, done)
+        return DataflowState(self, args, ctx, done)
+
     def _run_one(self, choice, args, ctx):
         if choice == "straight":
             return self.straight_line(args, ctx)
-        st = DataflowState(self, args, ctx)
+        st = self.new_state(args, ctx)
         st.start()
         st.wait()
         return st.results()
@@ -564,6 +601,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                 raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}': unknown input node '{s}'")
             ins.append((index[name], idx, ctrl))
         parsed.append((nd, op_def, attrs, ins))
+    from kernflow.core.runtime import frames as _frames
+    control_flow = any(nd.op in _frames.CONTROL_FLOW_OPS for nd in nds)
     order = _toposort(parsed)
     # Output dtypes and slots.
     out_dtypes = [_ops.output_dtypes(op_def, attrs) for _, op_def, attrs, _ in parsed]
@@ -624,8 +663,12 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
     ret_order = sorted(retval_slots)
     args = [arg_slots[i] for i in arg_order]
     rets = [retval_slots[i][0] for i in ret_order]
-    return ExecutorPlan(device, nodes, total, consts, args, rets, pool, force_dataflow,
-                        arg_indices=arg_order, retval_indices=ret_order)
+    plan = ExecutorPlan(device, nodes, total, consts, args, rets, pool,
+                        force_dataflow or control_flow, arg_indices=arg_order, retval_indices=ret_order)
+    if control_flow:
+        attrs_of = {exec_of_old[old]: parsed[old][2] for old in exec_of_old}
+        plan.control_flow = _frames.ControlFlowInfo(plan, lambda n: attrs_of[n.id])
+    return plan
 
 
 def arg_names(args, attrs) -> list[str]:
@@ -719,6 +762,8 @@ def _toposort(parsed) -> list[int]:
     outs = [[] for _ in range(n)]
     for j, (_, _, _, ins) in enumerate(parsed):
         for i, _, _ in ins:
+            if parsed[i][0].op in ("NextIteration", "RefNextIteration"):
+                continue  # a loop's back edge: Merge runs before the NextIteration feeding it
             indeg[j] += 1
             outs[i].append(j)
     ready = collections.deque(j for j in range(n) if indeg[j] == 0)

@@ -4,6 +4,8 @@ Each data edge whose ends sit on different devices becomes a `_Send` on the prod
 `_Recv` on the consumer's, named by a rendezvous key; there is one `_Recv` per (tensor, destination
 device), however many consumers it feeds (TF graph_partition.cc). A control edge across devices
 becomes a tiny constant sent after the source ran, and the destination waits on its `_Recv`.
+Loops spanning devices first get a control loop per device (partition_control_flow.py), whose
+Merge gates every `_Recv` of a tensor that lives in the loop.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import numpy as np
 
 from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes
+from kernflow.core.runtime import partition_control_flow
 from kernflow.core.runtime.executor import parse_input
 from kernflow.core.runtime.prune import output_dtypes_of
 
@@ -37,6 +40,9 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
         incarnations: device name -> incarnation, for rendezvous keys.
     """
     from kernflow.core.protobuf import graph_pb2
+    cf = partition_control_flow.prepare(graph_def)
+    if cf is not None:
+        graph_def = cf.graph_def
     nodes = {nd.name: nd for nd in graph_def.node}
     parts: dict[str, graph_pb2.GraphDef] = {}
 
@@ -56,15 +62,17 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
             dtype_cache[name] = output_dtypes_of(nodes[name])
         return dtype_cache[name][idx].base_dtype
 
-    def add_pair(src_dev, dst_dev, tensor, dtype, send_input, extra_ctrl=None):
+    def add_pair(src, src_dev, dst_dev, tensor, dtype, send_input):
         key = (tensor, dst_dev)
         if key in recvs:
             return recvs[key]
         safe = tensor.replace(":", "_").replace("^", "ctrl_")
         suffix = f"{safe}_to_{_short(dst_dev)}"
         send = part(src_dev).node.add(name=f"_send_{suffix}", op="_Send", device=src_dev,
-                                      input=[send_input] + (extra_ctrl or []))
+                                      input=[send_input])
         recv = part(dst_dev).node.add(name=f"_recv_{suffix}", op="_Recv", device=dst_dev)
+        if cf is not None:
+            recv.input.extend(cf.recv_control_inputs(src, dst_dev))
         for nd in (send, recv):
             _set(nd, "T", dtype, "type")
             _set(nd, "tensor_name", tensor, "string")
@@ -92,10 +100,11 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
                     c = part(src_dev).node.add(name=token, op="Const", device=src_dev, input=["^" + name])
                     _set(c, "dtype", dtypes.float32, "type")
                     _set(c, "value", np.zeros((), np.float32), "tensor")
-                r = add_pair(src_dev, dst_dev, "^" + name, dtypes.float32, token)
+                r = add_pair(name, src_dev, dst_dev, "^" + name, dtypes.float32, token)
                 new.input.append("^" + r)
             else:
-                r = add_pair(src_dev, dst_dev, f"{name}:{idx}", out_dtype(name, idx), f"{name}:{idx}")
+                r = add_pair(name, src_dev, dst_dev, f"{name}:{idx}", out_dtype(name, idx),
+                             f"{name}:{idx}")
                 new.input.append(r)
     # Control inputs must follow data inputs in a NodeDef.
     for p in parts.values():
@@ -104,4 +113,6 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
             ctrl = [i for i in nd.input if i.startswith("^")]
             del nd.input[:]
             nd.input.extend(data + ctrl)
+    if cf is not None:
+        cf.finish(parts)
     return parts

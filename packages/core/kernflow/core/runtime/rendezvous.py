@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime.cancellation import CancellationManager
 
 __all__ = ["create_key", "LocalRendezvous"]
 
@@ -26,6 +27,8 @@ class LocalRendezvous:
         self._values: dict[str, tuple] = {}     # key -> (value, is_dead)
         self._waiters: dict[str, list] = {}     # key -> [callback(value, is_dead, error)]
         self._error: Exception | None = None
+        # Blocking kernels of the step (queue ops) register here; `abort` cancels them.
+        self.cancellation = CancellationManager()
 
     def send(self, key: str, value, is_dead: bool = False) -> None:
         """Delivers `value` for `key`. Raises the abort error if the step was aborted."""
@@ -65,6 +68,7 @@ class LocalRendezvous:
             self._error = error
             waiters, self._waiters = self._waiters, {}
             self._values.clear()
+        self.cancellation.cancel(error)
         for cbs in waiters.values():
             for cb in cbs:
                 cb(None, False, error)
