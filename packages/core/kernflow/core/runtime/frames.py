@@ -59,6 +59,8 @@ class _Dead:
 
 
 DEAD = _Dead()
+_DEAD1 = (DEAD,)
+_DEAD2 = (DEAD, DEAD)
 
 
 def has_control_flow(graph_def) -> bool:
@@ -180,6 +182,13 @@ class ControlFlowInfo:
             self.fetch_slots.setdefault(s, []).append(k)
         self.fetch_of_node = [[(i, self.fetch_slots[nd.out_base + i]) for i in range(nd.num_outputs)
                                if nd.out_base + i in self.fetch_slots] for nd in nodes]
+        # Edges with everything activation needs, per output: (dst, local index, input buffer
+        # index, dst is Merge, dst's data input count, dst is ControlTrigger).
+        self.edges = [[[(d, self.local[d], self.in_base[d] + pos, self.kind[d] == _MERGE,
+                         self.num_inputs[d], self.kind[d] == _TRIGGER) for d, pos in out]
+                       for out in self.out_edges[nd.id]] for nd in nodes]
+        self.ctrl_edges = [[(d, self.local[d], self.kind[d] == _MERGE, self.num_inputs[d],
+                             self.kind[d] == _TRIGGER) for d in self.ctrl_out[nd.id]] for nd in nodes]
 
     def _output_frame(self, p, frame_of, frames, by_path, path_of, attrs):
         """Frame index where node p's outputs live (None if p is not yet placed in a frame)."""
@@ -264,6 +273,13 @@ class FrameDataflowState:
         self._children: dict = {}
         self._fetched: dict = {}
         self._local = threading.local()
+        self._abort_later = None
+        tr = plan.__dict__.get("_trivial_cache")
+        if tr is None or self.ctx.collector is not None:
+            tr = self._make_trivial()
+            if self.ctx.collector is None:
+                plan._trivial_cache = tr
+        self._trivial = tr
 
     # ------------------------------------------------------------------ interface
     def start(self) -> None:
@@ -503,61 +519,146 @@ class FrameDataflowState:
                     self._maybe_cleanup(fr, it, ready)
             self.outstanding += len(ready) - 1
             finished = self.outstanding == 0
+        if self._abort_later is not None:
+            err, self._abort_later = self._abort_later, None
+            rdv = self.ctx.rendezvous
+            if rdv is not None:
+                rdv.abort(err)
         if finished:
             self._finish()
         return ready
 
     def _activate(self, nid, outs, node_dead, fr, it, ready) -> None:
-        """Delivers node nid's outputs to its consumers in iteration `it` of frame `fr`."""
+        """Delivers node nid's outputs to its consumers in iteration `it` of frame `fr`.
+
+        Consumers that become ready and are trivial (Merge, Switch, Identity, LoopCond, a Const
+        behind a control edge) are evaluated right here instead of being queued: in a loop they
+        are most of the nodes of an iteration.
+        """
         cf = self.cf
         ist = fr.iterations[it]
-        kinds, local, in_base, num_inputs = cf.kind, cf.local, cf.in_base, cf.num_inputs
         pending, deadc, inputs = ist.pending, ist.dead, ist.inputs
-        src_enter = kinds[nid] == _ENTER
-        start = len(ready)
-        for i, edges in enumerate(cf.out_edges[nid]):
-            v = outs[i]
-            live = v is not DEAD
-            for dst, pos in edges:
-                li = local[dst]
-                if kinds[dst] == _MERGE:
-                    cnt = pending[li]
-                    if live:
-                        pending[li] = cnt & ~1
-                        if cnt & 1:
-                            inputs[in_base[dst] + pos] = v
-                        if cnt == 1:
-                            ready.append((dst, fr, it, False))
+        edges_of, ctrl_of, trivial = cf.edges, cf.ctrl_edges, self._trivial
+        work = [(nid, outs, node_dead)]
+        queued = 0
+        while work:
+            nid, outs, node_dead = work.pop()
+            src_enter = cf.kind[nid] == _ENTER
+            for i, edges in enumerate(edges_of[nid]):
+                v = outs[i]
+                live = v is not DEAD
+                for dst, li, ii, merge, n_in, trig in edges:
+                    if merge:
+                        cnt = pending[li]
+                        if live:
+                            pending[li] = cnt & ~1
+                            if cnt & 1:
+                                inputs[ii] = v
+                            if cnt != 1:
+                                continue
+                            dst_dead = False
+                        else:
+                            deadc[li] += 1
+                            dst_dead = deadc[li] == n_in or src_enter
+                            if cnt != 1 or not dst_dead:
+                                continue
                     else:
-                        deadc[li] += 1
-                        dst_dead = deadc[li] == num_inputs[dst] or src_enter
-                        if cnt == 1 and dst_dead:
-                            ready.append((dst, fr, it, True))
+                        if live:
+                            inputs[ii] = v
+                        else:
+                            deadc[li] += 1
+                        cnt = pending[li] - 1
+                        pending[li] = cnt
+                        if cnt:
+                            continue
+                        dst_dead = deadc[li] > 0 and not trig
+                    t = trivial[dst]
+                    if t is not None:
+                        work.append((dst, t(dst, dst_dead, inputs), dst_dead))
+                    else:
+                        ready.append((dst, fr, it, dst_dead))
+                        queued += 1
+            for dst, li, merge, n_in, trig in ctrl_of[nid]:
+                if merge:
+                    cnt = pending[li] - 2
+                    pending[li] = cnt
+                    if not (cnt == 0 or (cnt == 1 and deadc[li] == n_in)):
+                        continue
+                    dst_dead = cnt == 1
                 else:
-                    if live:
-                        inputs[in_base[dst] + pos] = v
-                    else:
+                    if node_dead:
                         deadc[li] += 1
                     cnt = pending[li] - 1
                     pending[li] = cnt
-                    if cnt == 0:
-                        ready.append((dst, fr, it, deadc[li] > 0 and kinds[dst] != _TRIGGER))
-        for dst in cf.ctrl_out[nid]:
-            li = local[dst]
-            if kinds[dst] == _MERGE:
-                cnt = pending[li] - 2
-                pending[li] = cnt
-                dst_dead = deadc[li] == num_inputs[dst]
-                if cnt == 0 or (cnt == 1 and dst_dead):
-                    ready.append((dst, fr, it, cnt == 1))
-            else:
-                if node_dead:
-                    deadc[li] += 1
-                cnt = pending[li] - 1
-                pending[li] = cnt
-                if cnt == 0:
-                    ready.append((dst, fr, it, deadc[li] > 0 and kinds[dst] != _TRIGGER))
-        ist.outstanding_ops += len(ready) - start
+                    if cnt:
+                        continue
+                    dst_dead = deadc[li] > 0 and not trig
+                t = trivial[dst]
+                if t is not None:
+                    work.append((dst, t(dst, dst_dead, inputs), dst_dead))
+                else:
+                    ready.append((dst, fr, it, dst_dead))
+                    queued += 1
+        ist.outstanding_ops += queued
+
+    def _make_trivial(self):
+        """Per node: None, or fn(nid, dead, inputs) -> outputs for nodes evaluated inline."""
+        cf = self.cf
+        plan = self.plan
+        out = [None] * len(plan.nodes)
+        if self.ctx.collector is not None:
+            return out      # traced steps record every node
+        in_base = cf.in_base
+
+        def merge(nid, dead, inputs):
+            if dead:
+                return _DEAD2
+            b = in_base[nid]
+            for k in range(cf.num_inputs[nid]):
+                v = inputs[b + k]
+                if v is not None:
+                    inputs[b:b + cf.num_inputs[nid]] = [None] * cf.num_inputs[nid]
+                    return [v, k]
+            return _DEAD2
+
+        def switch(nid, dead, inputs):
+            b = in_base[nid]
+            v, pred = inputs[b], inputs[b + 1]
+            inputs[b] = inputs[b + 1] = None
+            if dead:
+                return _DEAD2
+            try:
+                taken = _truth(pred)
+            except errors.OpError as e:
+                if self.error is None:
+                    self.error = e
+                    self._abort_later = e
+                return _DEAD2
+            return [DEAD, v] if taken else [v, DEAD]
+
+        def forward(nid, dead, inputs):
+            b = in_base[nid]
+            v = inputs[b]
+            inputs[b] = None
+            return _DEAD1 if dead else [v]
+
+        def const(nid, dead, inputs):
+            return _DEAD1 if dead else [plan.nodes[nid].compute()]
+
+        for nd in plan.nodes:
+            k = cf.kind[nd.id]
+            if cf.static_inputs[nd.id] or cf.fetch_of_node[nd.id] or nd.convert or any(nd.deref):
+                continue
+            if k == _MERGE:
+                out[nd.id] = merge
+            elif k == _SWITCH:
+                out[nd.id] = switch
+            elif k == _FORWARD or (k == _NORMAL and nd.forwards and nd.num_outputs == 1 and
+                                   len(nd.inputs) == 1 and not nd.needs_ctx):
+                out[nd.id] = forward
+            elif k == _NORMAL and nd.op_type == "Const" and not nd.inputs:
+                out[nd.id] = const
+        return out
 
     # ------------------------------------------------------------------ frames
     def _child_frame(self, fr, it, enter_nid) -> _Frame:
