@@ -203,3 +203,31 @@ def test_two_sessions_on_one_server_share_a_queue_by_shared_name(in_thread):
             assert s1.run(p_size) == 1 and s2.run(p_size) == 0
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+def test_closing_a_server_session_wakes_its_blocked_dequeue(in_thread):
+    server = kf.train.Server.create_local_server()
+    try:
+        g = kf.Graph()
+        with g.as_default():
+            q = kf.FIFOQueue(10, kf.float32, shapes=[[]], shared_name="close_q")
+            deq = q.dequeue()
+            enq = q.enqueue(5.0)
+            size = q.size()
+        sess = kf.Session(server.target, graph=g)
+        t, box = in_thread(lambda: sess.run(deq))
+        time.sleep(0.5)
+        assert t.is_alive()
+        closed_at = time.monotonic()
+        sess.close()
+        t.join(10)
+        assert box and box[0][0] == "err", box
+        assert isinstance(box[0][1], errors.CancelledError), box
+        assert box[0][2] - closed_at < 2.0
+        # The cancelled dequeue took nothing: a later enqueue stays in the shared queue.
+        with kf.Session(server.target, graph=g) as s2:
+            s2.run(enq)
+            assert s2.run(size) == 1
+    finally:
+        server.stop()

@@ -107,6 +107,7 @@ class _Session:
         self.cost_model = TaskCostModel()
         self.refresh = True
         self.closed = False
+        self.running: dict[int, list] = {}   # step id -> tasks, while the step runs
 
     @property
     def filters(self):
@@ -278,6 +279,10 @@ class Master:
         with s.lock:
             s.closed = True
             steps, s.steps = list(s.steps.values()), {}
+            running, s.running = dict(s.running), {}
+        # Running steps are cancelled (a dequeue blocked on a worker wakes up), as TF does.
+        for step_id, tasks in running.items():
+            self._abort(tasks, step_id, errors.CANCELLED, "Session has been closed.")
         self._deregister(s.handle, steps)
         return master_pb2.CloseSessionResponse()
 
@@ -588,6 +593,18 @@ class Master:
             self._pool.submit(run)
 
     def _run_tasks(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict, timeout_ms: int) -> dict:
+        with s.lock:
+            if s.closed:
+                raise errors.CancelledError(None, None, "Session has been closed.")
+            s.running[step_id] = list(reqs)
+        try:
+            return self._run_tasks_inner(s, plan, step_id, reqs, timeout_ms)
+        finally:
+            with s.lock:
+                s.running.pop(step_id, None)
+
+    def _run_tasks_inner(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict,
+                         timeout_ms: int) -> dict:
         """Runs every task's RunGraph concurrently, watching deadlines and the tasks' health."""
         q: queue.SimpleQueue = queue.SimpleQueue()
         start = time.monotonic()
