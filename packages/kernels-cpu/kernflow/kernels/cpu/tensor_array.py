@@ -417,13 +417,16 @@ def _stack(ctx):
 
 def _push(ctx):
     where, dtype = _where(ctx), ctx.get_attr("T")
+    # Handles (a TensorArray created inside a loop) are objects, kept as they are; tensors are
+    # copied so a later in-place update cannot change the saved value.
+    keep = (lambda e: e) if dtype.base_dtype.name == "resource" else (lambda e: np.array(e, copy=True))
 
     def compute(stack, elem):
         with stack.lock:
             stack.check(where, dtype, "pushes")
             if 0 <= stack.max_size <= len(stack.items):
                 raise stack._err(where, f"overflowed its max_size ({stack.max_size})")
-            stack.items.append(np.array(elem, copy=True))
+            stack.items.append(keep(elem))
         return elem
     return compute
 
