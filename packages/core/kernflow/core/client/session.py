@@ -101,6 +101,13 @@ def _to_user(v):
 _feed_info: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def _in_loop(op) -> bool:
+    """True if op runs inside a while loop (a loop's Exit outputs are outside it)."""
+    from kernflow.core.ops import control_flow_v1
+    ctx = control_flow_v1.get_output_context(op)
+    return ctx is not None and ctx.get_while_context() is not None
+
+
 def _check_feed(t: _ops.Tensor, value):
     """Converts a feed value to the tensor's dtype and checks its static shape (TF1's rules)."""
     info = _feed_info.get(t)
@@ -280,10 +287,16 @@ class BaseSession:
                         raise TypeError(f"Cannot interpret feed_dict key {k!r} as Tensor: {e}") from None
                 elif k._op._graph is not g:
                     raise ValueError(f"Tensor {k.name} is not an element of this graph.")
+                if k._op._control_flow_context is not None and _in_loop(k._op):
+                    raise ValueError(f"Tensor {k.name} may not be fed: it is inside a while loop.")
                 feed_names.append(k.name)
                 feed_vals.append(_check_feed(k, v))
         fetch_names, targets = [], []
         for el in elements:
+            op = el._op if isinstance(el, _ops.Tensor) else el
+            if op._control_flow_context is not None and _in_loop(op):
+                raise ValueError(f"Operation {op.name!r} has been marked as not fetchable: it is "
+                                 f"inside a while loop (fetch the loop's outputs instead).")
             if isinstance(el, _ops.Tensor):
                 fetch_names.append(el.name)
             else:

@@ -10,6 +10,8 @@ from kernflow.core.framework.node_def_util import parse_input as _parse
 
 __all__ = ["import_graph_def"]
 
+_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None, op_dict=None,
                      producer_op_list=None):
@@ -36,6 +38,7 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
     created: dict[str, _ops.Operation] = {}
     used_map = set()
     order, state = [], {}
+    back_edges = []   # (merge node, input position, NextIteration node, output index)
 
     def visit(n):
         stack = [(n, False)]
@@ -55,6 +58,8 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                 src, _, _ = _parse(inp)
                 if src not in by_name:
                     raise ValueError(f"Node '{cur}': Unknown input node '{inp}'")
+                if by_name[src].op in _BACK_EDGE_OPS:
+                    continue   # a loop's back edge into its Merge: connected after both exist
                 if state.get(src) != 2:
                     stack.append((src, False))
 
@@ -83,8 +88,16 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                 k = key if key in input_map else src
                 used_map.add(k)
                 inputs.append(_ops.convert_to_tensor(input_map[k]))
+            elif src not in created and by_name[src].op in _BACK_EDGE_OPS:
+                back_edges.append((nm, len(inputs), src, idx))
+                inputs.append(None)
             else:
                 inputs.append(created[src].outputs[idx])
+        if any(t is None for t in inputs):   # a Merge whose NextIteration comes later
+            stand_in = next((t for t in inputs if t is not None), None)
+            if stand_in is None:
+                raise ValueError(f"Node '{nm}': every input is a loop back edge")
+            inputs = [stand_in if t is None else t for t in inputs]
         attrs = {}
         for k, v in nd.attr.items():
             if k == "_output_shapes":
@@ -103,6 +116,8 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
         if nd.device:
             op._set_device(nd.device)
         created[nm] = op
+    for nm, pos, src, idx in back_edges:
+        created[nm]._update_input(pos, created[src].outputs[idx])
     missing = set(input_map) - used_map
     if missing:
         raise ValueError(f"Attempted to map inputs that were not found in graph_def: "

@@ -67,27 +67,12 @@ class GradLoopState:
         w = self.forward_context
         zero = _in_context(w.outer_context, lambda: array_ops.zeros([], _dtypes.int32, name="f_count"))
         outer = self.outer_grad_state
-
-        def build():
-            e = _cf.enter(zero, w.name, is_constant=False, parallel_iterations=w.parallel_iterations,
-                          name="f_count_enter")
-            if outer is not None:
-                e.op._add_control_input(outer.forward_index.op)
-            m = _cf.merge([e, e], name="f_count_merge")[0]
-            sw = _cf.switch(m, w.pivot)
-            idx = array_ops.identity(sw[1], name="f_index")
-            sync = _cf.control_trigger(name="f_sync")
-            sync._add_control_input(idx.op)
-            from kernflow.core.ops import math_ops
-            add = math_ops.add(idx, 1, name="f_count_add")
-            add.op._add_control_input(sync)
-            nxt = _cf.next_iteration(add)
-            m.op._update_input(1, nxt)
-            ex = _cf.exit(sw[0], name="f_count_exit")
-            w.plumbing.update([e.op, m.op, sw[0].op, idx.op, sync, add.op, nxt.op, ex.op])
-            return idx, sync, ex
+        from kernflow.core.ops import math_ops
         with _ops.name_scope(None), _ops.name_scope(w.name + "/"):
-            self.forward_index, self.forward_sync, self.forward_count = w._build_in(build)
+            self.forward_index, self.forward_sync, self.forward_count, ops = w._build_in(
+                lambda: _counter(w, zero, "f", lambda i: math_ops.add(i, 1, name="f_count_add"),
+                                 after=outer.forward_index.op if outer is not None else None))
+        w.plumbing.update(ops)
         ctx = w.outer_context
         while ctx is not None:
             ctx._values.add(self.forward_count)
@@ -105,26 +90,10 @@ class GradLoopState:
         n = self.forward_count
         n = outer_ctx.add_value(n) if outer_ctx is not None else n
         outer = self.outer_grad_state
-
-        def build():
-            from kernflow.core.ops import math_ops
-            e = _cf.enter(n, G.name, is_constant=False, parallel_iterations=G.parallel_iterations,
-                          name="b_count_enter")
-            m = _cf.merge([e, e], name="b_count_merge")[0]
-            G.pivot_for_pred = m
-            G.pivot = _cf.loop_cond(math_ops.greater(m, 0), name="b_count_cond")
-            sw = _cf.switch(m, G.pivot)
-            idx = array_ops.identity(sw[1], name="b_index")
-            G.pivot_for_body = idx
-            sync = _cf.control_trigger(name="b_sync")
-            sync._add_control_input(idx.op)
-            sub = math_ops.subtract(idx, 1, name="b_count_sub")
-            sub.op._add_control_input(sync)
-            nxt = _cf.next_iteration(sub)
-            m.op._update_input(1, nxt)
-            ex = _cf.exit(sw[0], name="b_count_exit")
-            return idx, sync, ex
-        self.grad_index, self.grad_sync, exit_ = G._build_in(build)
+        from kernflow.core.ops import math_ops
+        self.grad_index, self.grad_sync, exit_, _ = G._build_in(
+            lambda: _counter(G, n, "b", lambda i: math_ops.subtract(i, 1, name="b_count_sub"),
+                             pred=lambda m: math_ops.greater(m, 0)))
         if outer is not None and outer.grad_context is not None:
             outer.grad_sync._add_control_input(exit_.op)
         return G
@@ -190,6 +159,38 @@ class GradLoopState:
         return real
 
 
+def _counter(ctx, init, prefix, step, pred=None, after=None):
+    """Builds (as `ctx`'s plumbing) a counter loop variable of `ctx`'s frame: Enter(init) -> Merge
+    -> Switch(pivot) -> Identity `index` -> step(index) -> NextIteration, and its Exit. With `pred`,
+    `pred(merge)` becomes the loop's predicate (the backprop loop); otherwise it follows the
+    existing pivot (the forward loop). `step` waits for a ControlTrigger `sync` that ordered ops
+    (stack pushes or pops) add themselves to, so the counter advances only after them.
+
+    Returns:
+        (index, sync, exit, the ops built).
+    """
+    e = _cf.enter(init, ctx.name, is_constant=False, parallel_iterations=ctx.parallel_iterations,
+                  name=f"{prefix}_count_enter")
+    if after is not None:
+        e.op._add_control_input(after)
+    m = _cf.merge([e, e], name=f"{prefix}_count_merge")[0]
+    if pred is not None:
+        ctx.pivot_for_pred = m
+        ctx.pivot = _cf.loop_cond(pred(m), name=f"{prefix}_count_cond")
+    sw = _cf.switch(m, ctx.pivot)
+    idx = array_ops.identity(sw[1], name=f"{prefix}_index")
+    if pred is not None:
+        ctx.pivot_for_body = idx
+    sync = _cf.control_trigger(name=f"{prefix}_sync")
+    sync._add_control_input(idx.op)
+    nxt = step(idx)
+    nxt.op._add_control_input(sync)
+    back = _cf.next_iteration(nxt)
+    m.op._update_input(1, back)
+    ex = _cf.exit(sw[0], name=f"{prefix}_count_exit")
+    return idx, sync, ex, [e.op, m.op, sw[0].op, idx.op, sync, nxt.op, back.op, ex.op]
+
+
 def loop_gradients(W, exit_grads, backprop):
     """Builds the backprop loop of W; returns {tensor entering W: its gradient}.
 
@@ -231,22 +232,29 @@ def loop_gradients(W, exit_grads, backprop):
         finally:
             G.exit()
         result = {}
+
+        def add(src, g):
+            prev = result.get(src)   # one tensor may enter the loop several times
+            result[src] = g if prev is None else prev + g
+        G.enter()
+        try:   # dense versions of IndexedSlices gradients are computed inside the backprop loop
+            grads = [_dense(d) for d in grads]
+        finally:
+            G.exit()
         for pos, k in enumerate(var_ids):
             m, sw, ident = chains[k]
             d = grads[pos]
             if d is None:
                 d = G._build_in(lambda ident=ident: array_ops.zeros_like(ident))
-            d = _dense(d)
 
             def close(m=m, sw=sw, d=d, k=k):
                 m.op._update_input(1, _cf.next_iteration(d))
                 return _cf.exit(sw[0], name=f"b_exit_{k}")
             ex = G._build_in(close)
-            result[W.loop_enters[k].op.inputs[0]] = ex
+            add(W.loop_enters[k].op.inputs[0], ex)
         for inv, d in zip(invariants, grads[len(var_ids):]):
             if d is None:
                 continue
-            d = _dense(d)
             src = inv.op.inputs[0]
             init = array_ops.zeros_like(src)
 
@@ -267,9 +275,7 @@ def loop_gradients(W, exit_grads, backprop):
             def close_acc(m=m, sw=sw, total=total):
                 m.op._update_input(1, _cf.next_iteration(total))
                 return _cf.exit(sw[0], name="b_acc_exit")
-            ex = G._build_in(close_acc)
-            prev = result.get(src)
-            result[src] = ex if prev is None else prev + ex
+            add(src, G._build_in(close_acc))
         ctx = outer_ctx
         while ctx is not None:
             ctx._values.update(result.values())

@@ -70,8 +70,15 @@ for _ref in ("", "Ref"):
     register_op(f"{_ref}NextIteration", inputs=[f"data: {_t}"], outputs=[f"output: {_t}"],
                 attrs=["T: type"], shape_fn=_same,
                 doc="Makes `data` available to the next iteration of the frame.")
+def _loop_cond_shape(op):
+    if op.inputs[0].shape.rank not in (None, 0):
+        raise ValueError(f"LoopCond '{op.name}': the loop condition must be a scalar, got shape "
+                         f"{op.inputs[0].shape}")
+    return [_ts.TensorShape([])]
+
+
 register_op("LoopCond", inputs=["input: bool"], outputs=["output: bool"],
-            shape_fn=lambda op: [_ts.TensorShape([])],
+            shape_fn=_loop_cond_shape,
             doc="Forwards the loop predicate; marks the node the loop's Switches depend on.")
 register_op("ControlTrigger", shape_fn=lambda op: [],
             doc="Does nothing; runs even when its inputs are dead (a control anchor).")

@@ -147,6 +147,16 @@ class ControlFlowContext:
             (inside if cw is w else outside).append(c)
         return inside, outside
 
+    def _internal_inputs(self, op_type, inputs):
+        """Each input as seen inside this context (a Merge's back edge stays as it is)."""
+        return [x if op_type in _MERGE_TYPES and x.op.type in _NEXT_TYPES else self.add_value(x)
+                for x in inputs]
+
+    def _internal_control(self, ctrl):
+        """Control inputs, with those from outside the enclosing loop replaced by in-loop proxies."""
+        inside, outside = self._external_control(ctrl)
+        return inside + self._loop_proxies(outside) if outside else inside
+
     def _loop_proxies(self, external):
         """In-loop ops standing for control dependencies on ops outside the loop."""
         w = self.get_while_context()
@@ -202,20 +212,12 @@ class CondContext(ControlFlowContext):
     def prepare_op(self, op_type, inputs, ctrl):
         if self._raw:
             return inputs, ctrl
-        inside, outside = self._external_control(ctrl)
-        if outside:
-            ctrl = inside + self._loop_proxies(outside)
+        ctrl = self._internal_control(ctrl)
         if not inputs:
             if not any(self._in_context(c) for c in ctrl):
                 ctrl = ctrl + [self.pivot.op]
             return inputs, ctrl
-        new = []
-        for x in inputs:
-            if op_type in _MERGE_TYPES and x.op.type in _NEXT_TYPES:
-                new.append(x)
-            else:
-                new.append(self.add_value(x))
-        return new, ctrl
+        return self._internal_inputs(op_type, inputs), ctrl
 
     def build_branch(self, fn):
         """Calls fn inside this branch; returns (its result, flat list of in-branch tensors)."""
@@ -292,21 +294,13 @@ class WhileContext(ControlFlowContext):
     def prepare_op(self, op_type, inputs, ctrl):
         if self._raw:
             return inputs, ctrl
-        inside, outside = self._external_control(ctrl)
-        if outside:
-            inside = inside + self._loop_proxies(outside)
-        ctrl = inside
+        ctrl = self._internal_control(ctrl)
         pivot = self.control_pivot()
         if not inputs:
             if not ctrl and pivot is not None:
                 ctrl = [pivot.op]
             return inputs, ctrl
-        new = []
-        for x in inputs:
-            if op_type in _MERGE_TYPES and x.op.type in _NEXT_TYPES:
-                new.append(x)
-            else:
-                new.append(self.add_value(x))
+        new = self._internal_inputs(op_type, inputs)
         if not ctrl and pivot is not None and all(_is_loop_constant_enter(x.op) for x in new):
             ctrl = [pivot.op]   # only loop invariants: run once per iteration, not once more
         return new, ctrl
@@ -384,6 +378,11 @@ class WhileContext(ControlFlowContext):
             if not nest.is_nested(result) and isinstance(loop_vars, (list, tuple)):
                 result = [result]
             original_result = result
+            try:
+                nest.assert_same_structure(loop_vars, result, check_types=False)
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"The body of while_loop must return the structure of its "
+                                 f"loop_vars: {e}") from None
             flat_res = nest.flatten(result)
             if len(flat_res) != len(merges):
                 raise ValueError(f"Number of inputs and outputs of body must match loop_vars: "
@@ -392,8 +391,12 @@ class WhileContext(ControlFlowContext):
             for v in flat_res:
                 if isinstance(v, tensor_array_ops.TensorArray):
                     v = v.flow
-                v = _ops.convert_to_tensor(v)
-                flows.append(self.add_value(v))
+                v = self.add_value(_ops.convert_to_tensor(v))
+                if _is_loop_constant_enter(v.op):
+                    # A value from outside returned as is: pass it on once per iteration (behind
+                    # the pivot), not once more after the loop ended.
+                    v = array_ops.identity(v)
+                flows.append(v)
             for m, v, x in zip(merges, flows, real):
                 if v.dtype.base_dtype != m.dtype.base_dtype:
                     raise TypeError(f"Loop variable {x.name} enters the loop as {m.dtype.name} but "
@@ -531,12 +534,19 @@ def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"
     """
     if isinstance(pred_fn_pairs, dict):
         pred_fn_pairs = list(pred_fn_pairs.items())
+    if not isinstance(pred_fn_pairs, (list, tuple)):
+        raise TypeError("pred_fn_pairs must be a list, tuple, or dict")
     pairs = list(pred_fn_pairs)
     if not pairs:
         raise ValueError("pred_fn_pairs must not be empty")
-    for p, fn in pairs:
+    for entry in pairs:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+            raise TypeError("Each entry in pred_fn_pairs must be a 2-tuple")
+        p, fn = entry
+        if not isinstance(p, _ops.Tensor) or p.dtype.base_dtype != _dtypes.bool:
+            raise TypeError(f"pred must be Tensor of type bool: {getattr(p, 'name', p)!r}")
         if not callable(fn):
-            raise TypeError(f"fn for pred {p!r} must be callable.")
+            raise TypeError(f"fn for pred {p.name} must be callable.")
     with _ops.name_scope(name, "case", [p for p, _ in pairs]):
         preds = [_ops.convert_to_tensor(p) for p, _ in pairs]
         from kernflow.core.ops import math_ops
@@ -630,6 +640,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         result = nest.pack_sequence_as(original_result, exits)
         if maximum_iterations is not None:
             result = result[1]
-        if single or (not return_same_structure and isinstance(result, list) and len(result) == 1):
+        if single or (not return_same_structure and isinstance(result, (list, tuple)) and
+                      not hasattr(result, "_fields") and len(result) == 1):
             return result[0] if isinstance(result, (list, tuple)) else result
         return result

@@ -82,7 +82,6 @@ class _Level:
 
 def _between_ops(ys, xs, stop_ops, level):
     """Nodes on a path from some x to some y (forward-reachable from xs, backward from ys)."""
-    xs_set = set(xs)
     reach_fwd = set()
     queue = collections.deque()
     for x in xs:
@@ -167,7 +166,10 @@ def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_op
                 grad_ys[i] = array_ops.ones_like(y, name=f"grad_ys_{i}")
             else:
                 grad_ys[i] = _to_tensor(gy)
-        result = _backprop(ys, grad_ys, xs, None, stop_ops, gate_gradients, colocate_gradients_with_ops)
+        # Inside a loop body being built, the gradient is built there too (over that loop's ops).
+        ctx = g._get_control_flow_context()
+        level = ctx.get_while_context() if ctx is not None else None
+        result = _backprop(ys, grad_ys, xs, level, stop_ops, gate_gradients, colocate_gradients_with_ops)
         out = []
         for x, gr in zip(xs, result):
             if gr is None and unconnected_gradients == "zero":

@@ -101,12 +101,12 @@ def _assert(ctx):
             a = np.asarray(d)
             if a.dtype.kind in "SUO" and a.ndim == 0:
                 v = a.item()
-                shown.append(v.decode() if isinstance(v, bytes) else str(v))
+                shown.append("[" + (v.decode() if isinstance(v, bytes) else str(v)) + "]")
             else:
                 flat = a.reshape(-1)[:summarize]
                 shown.append("[" + " ".join(str(x) for x in flat.tolist()) +
                              ("..." if a.size > summarize else "") + "]")
-        raise errors.InvalidArgumentError(None, None, f"assertion failed: [{'] ['.join(shown)}] "
+        raise errors.InvalidArgumentError(None, None, f"assertion failed: {' '.join(shown)} "
                                           f"(node {name})")
     return compute
 

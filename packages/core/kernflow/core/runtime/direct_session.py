@@ -237,11 +237,21 @@ class DirectSession:
             if self._closed:
                 raise errors.CancelledError(None, None, "Session has been closed.")
             self._inflight.add(rdv)
+        timer = None
+        if timeout_ms > 0:
+            # Partitions may run on this thread (a long loop) before the wait below: a timer
+            # aborts the step at its deadline wherever it is.
+            timer = threading.Timer(timeout_ms / 1000.0, lambda: rdv.abort(errors.DeadlineExceededError(
+                None, None, f"Timed out after {timeout_ms} ms waiting for the step to finish")))
+            timer.daemon = True
+            timer.start()
         try:
             for st in states:
                 st.start()
             return self._await_step(step, states, all_done, timeout_ms)
         finally:
+            if timer is not None:
+                timer.cancel()
             with self._lock:
                 self._inflight.discard(rdv)
 

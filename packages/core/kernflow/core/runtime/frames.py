@@ -284,6 +284,9 @@ class FrameDataflowState:
     # ------------------------------------------------------------------ interface
     def start(self) -> None:
         cf = self.cf
+        # A loop may run on the caller's thread for a long time: aborting the step (an error
+        # elsewhere, a deadline, closing the session) stops scheduling here at once.
+        self.ctx.cancellation.register(self._cancelled)
         ready = [(nid, self.root, 0, False) for nid in cf.roots]
         if not ready:
             self._finish()
@@ -309,6 +312,10 @@ class FrameDataflowState:
                                                   f"untaken branch of a conditional)")
             out.append(v)
         return out
+
+    def _cancelled(self, err: Exception) -> None:
+        if self.error is None:
+            self.error = err
 
     def abort(self, err: Exception) -> None:
         with self.lock:
@@ -544,6 +551,7 @@ class FrameDataflowState:
         while work:
             nid, outs, node_dead = work.pop()
             src_enter = cf.kind[nid] == _ENTER
+            fired = []      # (consumer, is dead) that became ready
             for i, edges in enumerate(edges_of[nid]):
                 v = outs[i]
                 live = v is not DEAD
@@ -572,12 +580,7 @@ class FrameDataflowState:
                         if cnt:
                             continue
                         dst_dead = deadc[li] > 0 and not trig
-                    t = trivial[dst]
-                    if t is not None:
-                        work.append((dst, t(dst, dst_dead, inputs), dst_dead))
-                    else:
-                        ready.append((dst, fr, it, dst_dead))
-                        queued += 1
+                    fired.append((dst, dst_dead))
             for dst, li, merge, n_in, trig in ctrl_of[nid]:
                 if merge:
                     cnt = pending[li] - 2
@@ -593,6 +596,8 @@ class FrameDataflowState:
                     if cnt:
                         continue
                     dst_dead = deadc[li] > 0 and not trig
+                fired.append((dst, dst_dead))
+            for dst, dst_dead in fired:
                 t = trivial[dst]
                 if t is not None:
                     work.append((dst, t(dst, dst_dead, inputs), dst_dead))
@@ -631,6 +636,8 @@ class FrameDataflowState:
                 taken = _truth(pred)
             except errors.OpError as e:
                 if self.error is None:
+                    from kernflow.core.runtime.executor import _node_error
+                    e = _node_error(e, plan.nodes[nid])
                     self.error = e
                     self._abort_later = e
                 return _DEAD2

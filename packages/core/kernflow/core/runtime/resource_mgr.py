@@ -97,6 +97,26 @@ class ResourceMgr:
                 r = res[name] = create()
             return r
 
+    def cached_getter(self, container: str, name: str, create, check=None):
+        """A function returning the resource (creating it if absent), cached until the next cleanup.
+
+        The kernel of a stateful op (a variable, a queue) calls it on every run; the dict lookups
+        happen only after a cleanup. `check(resource)`, if given, runs on each fresh lookup (e.g.
+        that a shared queue has the expected component types).
+        """
+        cached = [None, -1]   # (resource, generation it was looked up in)
+
+        def get():
+            if cached[1] == self.generation:
+                return cached[0]
+            gen = self.generation
+            r = self.lookup_or_create(container, name, create)
+            if check is not None:
+                check(r)
+            cached[0], cached[1] = r, gen
+            return r
+        return get
+
     def lookup(self, container: str, name: str):
         """Returns the resource. Raises NotFoundError if absent."""
         c = container or self.default_container

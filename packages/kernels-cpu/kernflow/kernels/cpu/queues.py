@@ -552,18 +552,7 @@ def _queue_op(ctx):
     capacity = ctx.get_attr("capacity")
     make = lambda: Queue(kind, name, dtypes, shapes or None, capacity, **extra)  # noqa: E731
     want = make()
-    rm = ctx.resource_mgr
-    cached = [None, -1]  # (queue, resource manager generation it was looked up in)
-
-    def compute():
-        if cached[1] == rm.generation:
-            return cached[0]
-        gen = rm.generation
-        q = rm.lookup_or_create(container, name, make)
-        _check_shared(q, want)
-        cached[0], cached[1] = q, gen
-        return q
-    return compute
+    return ctx.resource_mgr.cached_getter(container, name, make, lambda q: _check_shared(q, want))
 
 
 def _queue_of(handle, node: str) -> Queue:

@@ -14,18 +14,7 @@ def _variable(ctx):
     container = ctx.get_attr("container")
     name = ctx.get_attr("shared_name") or ctx.name
     dtype, shape = ctx.get_attr("dtype"), ctx.get_attr("shape")
-    rm = ctx.resource_mgr
-    make = lambda: Var(name, dtype, shape)  # noqa: E731
-    cached = [None, -1]  # (Var, resource manager generation it was looked up in)
-
-    def compute():
-        if cached[1] == rm.generation:
-            return cached[0]
-        gen = rm.generation
-        var = rm.lookup_or_create(container, name, make)
-        cached[0], cached[1] = var, gen
-        return var
-    return compute
+    return ctx.resource_mgr.cached_getter(container, name, lambda: Var(name, dtype, shape))
 
 
 def _locked(use_locking, fn):
