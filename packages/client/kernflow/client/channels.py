@@ -19,7 +19,6 @@ import contextlib
 import threading
 
 import grpc
-from opentelemetry import trace as _otel_trace
 
 __all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "get_channel", "get_stub", "evict", "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
@@ -110,25 +109,8 @@ def close_all() -> None:
             ch.close()
 
 
-# `trace.get_tracer_provider()` looks the OTEL_PYTHON_TRACER_PROVIDER variable up in os.environ on
-# every call until a provider is set (~3 us); the runtime asks several times per step, so it reads
-# the API's global directly (falling back to the public call if that global ever goes away).
-_MISSING = object()
-_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in __import__("os").environ
-
-
-def tracing_active() -> bool:
-    """True once an application installed an OpenTelemetry SDK tracer provider.
-
-    Until then the API hands out non-recording spans, so propagating or extracting context would
-    only cost time: the runtime checks this (a fraction of a microsecond) before any tracing work.
-    """
-    p = getattr(_otel_trace, "_TRACER_PROVIDER", _MISSING)
-    if p is None and not _ENV_PROVIDER:
-        return False
-    if p is _MISSING or p is None:
-        p = _otel_trace.get_tracer_provider()
-    return not isinstance(p, _otel_trace.ProxyTracerProvider)
+# Core's check (a fraction of a microsecond, no os.environ lookup per call).
+from kernflow.core.tracing import tracing_active  # noqa: E402
 
 
 _tracing_active = tracing_active

@@ -10,7 +10,6 @@ import weakref
 
 import numpy as np
 
-from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
@@ -209,6 +208,8 @@ class DirectSession:
         return results
 
     def _run_dataflow(self, step, feed_values, collector, timeout_ms):
+        if len(step.plans) == 1 and timeout_ms <= 0:
+            return self._run_one_partition(step, step.plans[0], feed_values, collector)
         rdv = LocalRendezvous()
         step_id = next(_step_ids)
         states = []
@@ -254,6 +255,33 @@ class DirectSession:
                 timer.cancel()
             with self._lock:
                 self._inflight.discard(rdv)
+
+    def _run_one_partition(self, step, plan, feed_values, collector):
+        """A step of one partition with asynchronous kernels (queues) or control flow, without the
+        bookkeeping that joins several partitions (this is most of a queue op's step)."""
+        rdv = LocalRendezvous()
+        ctx = _executor.StepContext(next(_step_ids), rdv, plan.device, collector)
+        args = [feed_values[i] for i in plan.arg_indices]
+        if not getattr(plan.device, "has_device_memory", False):
+            args = _host_feeds(args)
+        st = plan.new_state(args, ctx)
+        with self._lock:
+            if self._closed:
+                raise errors.CancelledError(None, None, "Session has been closed.")
+            self._inflight.add(rdv)
+        try:
+            st.start()
+            st.finished.wait()
+        finally:
+            with self._lock:
+                self._inflight.discard(rdv)
+        if st.error is not None:
+            raise st.error
+        results = [None] * step.num_fetches
+        to_host = plan.fetch_to_host
+        for i, v in zip(plan.retval_indices, st.results()):
+            results[i] = to_host(v) if to_host is not None else v
+        return results
 
     def _await_step(self, step, states, all_done, timeout_ms):
         if not all_done.wait(timeout_ms / 1000.0 if timeout_ms > 0 else None):
