@@ -6,7 +6,7 @@ import kernflow.core  # noqa: F401 - declares every core op
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import registries
 from kernflow.core.runtime.placer import ANY_DEVICE_OPS
-from kernflow.core.testing.kernel_contract import op_types_with_cases
+from kernflow.core.testing.kernel_contract import HOST_RESOURCE_OPS, op_types_with_cases
 
 CORE_DIR = os.path.dirname(kernflow.core.__file__)
 # Ops with no CPU kernel on purpose: the executor itself implements them.
@@ -17,15 +17,7 @@ RUNTIME_TESTED = {"_Send", "_Recv", "Placeholder", "VariableV2", "Assign", "Assi
                   # control flow: run by the executor itself (tests/runtime, tests/control_flow)
                   "Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit",
                   "NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger", "Assert",
-                  # per-step and shared resources (tests/queues, tests/ops/test_tensor_array.py,
-                  # test_stack_ops.py)
-                  "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
-                  "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
-                  "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
-                  "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
-                  "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
-                  "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
-                  "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayGradV3"}
+                  } | HOST_RESOURCE_OPS   # queues, stacks, TensorArrays: their own tests
 
 
 def core_ops():

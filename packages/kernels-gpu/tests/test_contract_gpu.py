@@ -7,7 +7,7 @@ below pins down exactly which ops those are.
 import pytest
 
 import kernflow.core as kf
-from kernflow.core.testing.kernel_contract import KernelContractTests
+from kernflow.core.testing.kernel_contract import HOST_RESOURCE_OPS, KernelContractTests
 
 pytestmark = pytest.mark.gpu
 
@@ -19,16 +19,7 @@ CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "Dyn
             "ConcatV2", "SplitV", "GatherNd", "ScatterNd", "TopKV2", "MaxPool", "MaxPoolGrad",
             "MaxPoolGradGrad", "SparseApplyGradientDescent", "SparseApplyMomentum",
             "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp",
-            "SparseApplyAdam",
-            # host-side resources by design (TF keeps queues, stacks and TensorArrays of the
-            # kernels here in host memory too): the placer puts these ops on the CPU
-            "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
-            "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
-            "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
-            "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
-            "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
-            "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
-            "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayGradV3"}
+            "SparseApplyAdam"} | HOST_RESOURCE_OPS   # queues, stacks, TensorArrays
 
 
 class TestGPUKernels(KernelContractTests):

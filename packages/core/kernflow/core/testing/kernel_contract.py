@@ -79,6 +79,19 @@ def all_cases() -> list[OpCase]:
     return out
 
 
+# Ops whose state is a host-side resource (queues, stacks, TensorArrays): exercised by their own
+# tests (tests/queues, tests/ops/test_tensor_array.py, test_stack_ops.py) rather than by contract
+# cases, and kept on the CPU by the GPU plugin (as TF keeps them in host memory).
+HOST_RESOURCE_OPS = frozenset({
+    "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
+    "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
+    "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
+    "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
+    "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
+    "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
+    "TensorArraySizeV3", "TensorArrayCloseV3", "TensorArrayGradV3"})
+
+
 def op_types_with_cases() -> set[str]:
     return {c.op_type for c in all_cases()}
 
