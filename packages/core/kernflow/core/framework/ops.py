@@ -20,6 +20,7 @@ from kernflow.core.framework import device_spec as _device_spec
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import op_def_registry as _registry
 from kernflow.core.framework import tensor_shape as _ts
+from kernflow.core.framework.graph_keys import GraphKeys  # noqa: F401 - also ops.GraphKeys
 
 __all__ = ["Graph", "Operation", "Tensor", "get_default_graph", "reset_default_graph",
            "convert_to_tensor", "register_tensor_conversion_function", "name_scope",
@@ -28,30 +29,6 @@ __all__ = ["Graph", "Operation", "Tensor", "get_default_graph", "reset_default_g
 
 _VALID_OP_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
 _VALID_SCOPE_NAME = re.compile(r"^[A-Za-z0-9_.\-/>]*$")
-
-
-class GraphKeys:
-    """Standard collection names, as in TF1."""
-    GLOBAL_VARIABLES = "variables"
-    LOCAL_VARIABLES = "local_variables"
-    TRAINABLE_VARIABLES = "trainable_variables"
-    MODEL_VARIABLES = "model_variables"
-    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
-    SUMMARIES = "summaries"
-    QUEUE_RUNNERS = "queue_runners"
-    TABLE_INITIALIZERS = "table_initializer"
-    UPDATE_OPS = "update_ops"
-    LOSSES = "losses"
-    REGULARIZATION_LOSSES = "regularization_losses"
-    GLOBAL_STEP = "global_step"
-    INIT_OP = "init_op"
-    LOCAL_INIT_OP = "local_init_op"
-    READY_OP = "ready_op"
-    SAVERS = "savers"
-    TRAIN_OP = "train_op"
-    COND_CONTEXT = "cond_context"
-    WHILE_CONTEXT = "while_context"
-    VARIABLES = GLOBAL_VARIABLES
 
 
 class Tensor:
