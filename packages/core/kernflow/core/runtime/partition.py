@@ -12,24 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes
 from kernflow.core.runtime import partition_control_flow
+from kernflow.core.runtime.partition_control_flow import _set, _short
 from kernflow.core.runtime.executor import parse_input
 from kernflow.core.runtime.prune import output_dtypes_of
 
 __all__ = ["partition"]
-
-
-def _set(nd, key, value, typ=None):
-    nd.attr[key].CopyFrom(attr_value.to_proto(value, typ))
-
-
-def _short(device: str) -> str:
-    """A node-name-safe form of a full device name, unique per device (job, task and device)."""
-    spec = device.strip("/").split("/")
-    keep = [p for p in spec if not p.startswith("replica:")]
-    return "_".join(p.replace(":", "_") for p in keep)
 
 
 def partition(graph_def, incarnations: dict[str, int]) -> dict:

@@ -39,6 +39,7 @@ from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework.node_def_util import parse_input
+from kernflow.core.runtime.frames import CONTROL_FLOW_OPS
 
 __all__ = ["ControlFlowPartition", "prepare"]
 
@@ -46,11 +47,6 @@ _ENTER = frozenset({"Enter", "RefEnter"})
 _EXIT = frozenset({"Exit", "RefExit"})
 _NEXT = frozenset({"NextIteration", "RefNextIteration"})
 _SWITCH = frozenset({"Switch", "RefSwitch"})
-_CONTROL_FLOW = frozenset({"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit",
-                           "RefExit", "NextIteration", "RefNextIteration", "LoopCond",
-                           "ControlTrigger"})
-
-Frame = tuple  # a frame's path of names from the root: () is the root frame
 
 
 def _set(nd, key, value, typ=None):
@@ -58,8 +54,12 @@ def _set(nd, key, value, typ=None):
 
 
 def _short(device: str) -> str:
+    """A node-name-safe form of a full device name, unique per device (job, task and device)."""
     spec = device.strip("/").split("/")
     return "_".join(p.replace(":", "_") for p in spec if not p.startswith("replica:"))
+
+
+Frame = tuple  # a frame's path of names from the root: () is the root frame
 
 
 def _is_static(nd) -> bool:
@@ -299,7 +299,7 @@ class ControlFlowPartition:
         """Marks partitions that may receive dead tensors but have no control-flow op."""
         for dev in sorted(self._dead_recv_devices):
             p = parts.get(dev)
-            if p is not None and not any(nd.op in _CONTROL_FLOW for nd in p.node):
+            if p is not None and not any(nd.op in CONTROL_FLOW_OPS for nd in p.node):
                 p.node.add(name=f"_dead_tensors_{_short(dev)}", op="ControlTrigger", device=dev)
 
 
@@ -332,7 +332,7 @@ def prepare(graph_def) -> ControlFlowPartition | None:
     Raises:
         InvalidArgumentError: for a loop spanning devices without a LoopCond.
     """
-    if not any(nd.op in _CONTROL_FLOW for nd in graph_def.node) or \
+    if not any(nd.op in CONTROL_FLOW_OPS for nd in graph_def.node) or \
             len({nd.device for nd in graph_def.node}) < 2:
         return None
     g = type(graph_def)()
