@@ -9,7 +9,6 @@ a loop built by hand from the primitives, which has no recorded structure to rev
 """
 
 from kernflow.core.framework import gradient_registry
-from kernflow.core.framework import ops as _ops
 from kernflow.core.ops import control_flow_ops as _cf
 from kernflow.core.ops import control_flow_v1 as _v1
 from kernflow.core.ops import math_ops

@@ -122,10 +122,7 @@ class GradLoopState:
             from kernflow.core.ops import stack_ops
             return stack_ops.stack_v2(-1, val.dtype.base_dtype, stack_name=f"{base}_history",
                                       name=f"{base}_stack")
-        root = w
-        while root.outer_context is not None:
-            root = root.outer_context
-        stack = _in_context(None, make_stack)
+        stack = _in_context(None, make_stack)   # in the root frame: one stack per step
 
         def push():
             from kernflow.core.ops import stack_ops

@@ -305,10 +305,6 @@ class WhileContext(ControlFlowContext):
             ctrl = [pivot.op]   # only loop invariants: run once per iteration, not once more
         return new, ctrl
 
-    def add_forward_value_enter(self, val):
-        """Enters `val` (from the outer context) into this loop as a loop invariant."""
-        return self.add_value(val)
-
     # ---------------------------------------------------------------- building
     def build_loop(self, pred, body, loop_vars, shape_invariants):
         tensor_array_ops = _ta_ops()

@@ -277,11 +277,7 @@ class DirectSession:
                 self._inflight.discard(rdv)
         if st.error is not None:
             raise st.error
-        results = [None] * step.num_fetches
-        to_host = plan.fetch_to_host
-        for i, v in zip(plan.retval_indices, st.results()):
-            results[i] = to_host(v) if to_host is not None else v
-        return results
+        return _fetched(step, [st])
 
     def _await_step(self, step, states, all_done, timeout_ms):
         if not all_done.wait(timeout_ms / 1000.0 if timeout_ms > 0 else None):
@@ -296,12 +292,7 @@ class DirectSession:
         for st in states:
             if st.error is not None:
                 raise st.error
-        results = [None] * step.num_fetches
-        for st in states:
-            to_host = st.plan.fetch_to_host
-            for i, v in zip(st.plan.retval_indices, st.results()):
-                results[i] = to_host(v) if to_host is not None else v
-        return results
+        return _fetched(step, states)
 
     # ------------------------------------------------------------------ management
     def list_devices(self):
@@ -329,6 +320,16 @@ class DirectSession:
             d.resource_mgr.cleanup()
         self._steps.clear()
         self._kernel_cache.clear()
+
+
+def _fetched(step, states) -> list:
+    """The step's fetches in order, gathered from its finished partitions (on the host)."""
+    results = [None] * step.num_fetches
+    for st in states:
+        to_host = st.plan.fetch_to_host
+        for i, v in zip(st.plan.retval_indices, st.results()):
+            results[i] = to_host(v) if to_host is not None else v
+    return results
 
 
 def _host_feeds(values):

@@ -602,7 +602,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
             ins.append((index[name], idx, ctrl))
         parsed.append((nd, op_def, attrs, ins))
     from kernflow.core.runtime import frames as _frames
-    control_flow = any(nd.op in _frames.CONTROL_FLOW_OPS for nd in nds)
+    control_flow = _frames.has_control_flow(graph_def)
     order = _toposort(parsed)
     # Output dtypes and slots.
     out_dtypes = [_ops.output_dtypes(op_def, attrs) for _, op_def, attrs, _ in parsed]

@@ -112,7 +112,6 @@ class ControlFlowInfo:
             for c in nd.ctrl_inputs:
                 self.ctrl_out[c].append(nd.id)
         self.num_inputs = [len(nd.inputs) for nd in nodes]
-        self.num_ctrl = [len(nd.ctrl_inputs) for nd in nodes]
         self.enter_frame = [None] * n          # Enter: its child _FrameInfo index
         self.is_constant = [False] * n
         attrs = [node_attrs_of(nd) for nd in nodes]
@@ -551,7 +550,6 @@ class FrameDataflowState:
         while work:
             nid, outs, node_dead = work.pop()
             src_enter = cf.kind[nid] == _ENTER
-            fired = []      # (consumer, is dead) that became ready
             for i, edges in enumerate(edges_of[nid]):
                 v = outs[i]
                 live = v is not DEAD
@@ -580,7 +578,14 @@ class FrameDataflowState:
                         if cnt:
                             continue
                         dst_dead = deadc[li] > 0 and not trig
-                    fired.append((dst, dst_dead))
+                    t = trivial[dst]
+                    if t is not None:
+                        work.append((dst, t(dst, dst_dead, inputs), dst_dead))
+                    else:
+                        ready.append((dst, fr, it, dst_dead))
+                        queued += 1
+            # The dispatch tail below repeats the one above on purpose: gathering ready consumers
+            # in a list first costs ~2.5 us per iteration of a one-op loop (10%).
             for dst, li, merge, n_in, trig in ctrl_of[nid]:
                 if merge:
                     cnt = pending[li] - 2
@@ -596,8 +601,6 @@ class FrameDataflowState:
                     if cnt:
                         continue
                     dst_dead = deadc[li] > 0 and not trig
-                fired.append((dst, dst_dead))
-            for dst, dst_dead in fired:
                 t = trivial[dst]
                 if t is not None:
                     work.append((dst, t(dst, dst_dead, inputs), dst_dead))

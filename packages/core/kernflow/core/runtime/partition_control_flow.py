@@ -39,7 +39,7 @@ from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework.node_def_util import parse_input
-from kernflow.core.runtime.frames import CONTROL_FLOW_OPS
+from kernflow.core.runtime.frames import has_control_flow
 
 __all__ = ["ControlFlowPartition", "prepare"]
 
@@ -299,7 +299,7 @@ class ControlFlowPartition:
         """Marks partitions that may receive dead tensors but have no control-flow op."""
         for dev in sorted(self._dead_recv_devices):
             p = parts.get(dev)
-            if p is not None and not any(nd.op in CONTROL_FLOW_OPS for nd in p.node):
+            if p is not None and not has_control_flow(p):
                 p.node.add(name=f"_dead_tensors_{_short(dev)}", op="ControlTrigger", device=dev)
 
 
@@ -332,7 +332,7 @@ def prepare(graph_def) -> ControlFlowPartition | None:
     Raises:
         InvalidArgumentError: for a loop spanning devices without a LoopCond.
     """
-    if not any(nd.op in CONTROL_FLOW_OPS for nd in graph_def.node) or \
+    if not has_control_flow(graph_def) or \
             len({nd.device for nd in graph_def.node}) < 2:
         return None
     g = type(graph_def)()
