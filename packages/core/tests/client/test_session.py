@@ -171,6 +171,42 @@ def test_make_callable(g):
             f()
 
 
+def test_make_callable_checks_feeds_like_run(g):
+    x = kf.placeholder(kf.float32, [None, 3], name="x")
+    n = kf.placeholder(kf.int64, [], name="n")
+    y = kf.reduce_sum(x, axis=1) * kf.cast(n, kf.float32)
+    with kf.Session() as s:
+        f = s.make_callable({"y": y, "n": n}, feed_list=[x, n])
+        out = f(np.ones((2, 3), np.float32), 2)          # a Python int converts to int64
+        np.testing.assert_array_equal(out["y"], [6.0, 6.0])
+        assert out["n"] == 2 and isinstance(out["n"], np.int64)
+        out = f([[1, 2, 3]], np.int64(1))                # a nested list converts to float32
+        np.testing.assert_array_equal(out["y"], [6.0])
+        with pytest.raises(ValueError, match=r"Cannot feed value of shape \(2, 4\)"):
+            f(np.ones((2, 4), np.float32), 1)
+        with pytest.raises(ValueError, match="Cannot feed value of shape"):
+            f(np.ones(3, np.float32), 1)
+        x.set_shape([2, 3])                              # the feed check sees the new shape
+        with pytest.raises(ValueError, match=r"Cannot feed value of shape \(1, 3\)"):
+            f(np.ones((1, 3), np.float32), 1)
+        np.testing.assert_array_equal(f(np.ones((2, 3), np.float32), 1)["y"], [3.0, 3.0])
+
+
+def test_make_callable_with_options_and_after_close(g):
+    x = kf.placeholder(kf.float32, [], name="x")
+    y = x * 2.0
+    s = kf.Session()
+    f = s.make_callable(y, feed_list=[x], accept_options=True)
+    meta = kf.RunMetadata()
+    assert f(3.0, options=kf.RunOptions(trace_level=kf.RunOptions.FULL_TRACE),
+             run_metadata=meta) == 6.0
+    assert len(meta.step_stats.dev_stats) > 0
+    assert f(4.0) == 8.0
+    s.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        f(1.0)
+
+
 def test_closed_session(g):
     s = kf.Session()
     s.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -154,6 +153,31 @@ def _check_feed(t: _ops.Tensor, value):
             raise ValueError(f"Cannot feed value of shape {shp} for Tensor '{t.name}', which has "
                              f"shape '{t.shape}'")
     return arr
+
+
+def _feed_checker(t: _ops.Tensor):
+    """`_check_feed` for one fixed feed, with the common case (an ndarray of the right dtype and
+    shape) decided from values looked up once; anything else goes through `_check_feed`."""
+    if t.dtype.base_dtype == _dtypes.string:
+        return lambda v: _check_feed(t, v)
+    npdtype = np.dtype(t.dtype.base_dtype.as_numpy_dtype)
+    shape_obj, dims = t._shape, t.shape.dims
+    rank = None if dims is None else len(dims)
+    known = () if dims is None else tuple((i, d) for i, d in enumerate(dims) if d is not None)
+
+    def check(v):
+        if type(v) is np.ndarray and v.dtype is npdtype and t._shape is shape_obj:
+            if rank is None:
+                return v
+            shp = v.shape
+            if len(shp) == rank:
+                for i, d in known:
+                    if shp[i] != d:
+                        break
+                else:
+                    return v
+        return _check_feed(t, v)
+    return check
 
 
 # ---------------------------------------------------------------------------- default session
@@ -325,17 +349,32 @@ class BaseSession:
         is_tensor = [isinstance(el, _ops.Tensor) for el in mapper.elements]
         impl = self._impl
         session = self  # the callable keeps its session alive (closing it would break the callable)
+        checks = [_feed_checker(t) for t in feeds]
+        nfeeds, nelements = len(feeds), len(fetch_names) + len(targets)
+        runner = getattr(impl, "runner", None)
+        fast = runner(feed_names, fetch_names, targets) if runner is not None else None
+        build = mapper.build
+        if is_tensor == [True] * len(is_tensor):
+            shape_results = None
+        else:
+            def shape_results(out):
+                it = iter(out)
+                return [next(it) if t else None for t in is_tensor]
 
         def call(*args, options=None, run_metadata=None):
             if session._closed:
                 raise RuntimeError("Attempted to use a closed Session.")
-            if len(args) != len(feeds):
-                raise TypeError(f"callable expects {len(feeds)} feed values, got {len(args)}")
-            vals = [_check_feed(t, a) for t, a in zip(feeds, args)]
-            with tracing.session_run_span(len(fetch_names) + len(targets)):
-                out = impl.run(feed_names, vals, fetch_names, targets, options, run_metadata)
-            it = iter(_to_user(v) for v in out)
-            return mapper.build([next(it) if t else None for t in is_tensor])
+            if len(args) != nfeeds:
+                raise TypeError(f"callable expects {nfeeds} feed values, got {len(args)}")
+            vals = [c(a) for c, a in zip(checks, args)]
+            if fast is not None and options is None and run_metadata is None and \
+                    not tracing.tracing_active():
+                out = fast(vals)
+            else:
+                with tracing.session_run_span(nelements):
+                    out = impl.run(feed_names, vals, fetch_names, targets, options, run_metadata)
+            out = [_to_user(v) for v in out]
+            return build(out if shape_results is None else shape_results(out))
 
         if accept_options:
             return call

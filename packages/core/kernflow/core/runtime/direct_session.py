@@ -207,6 +207,27 @@ class DirectSession:
                     run_metadata.partition_graphs.add().CopyFrom(g)
         return results
 
+    def runner(self, feeds, fetches, targets):
+        """fn(feed_values) -> fetched values for one step signature, run with default options.
+
+        `Session.make_callable`'s path: the step is resolved once (on the first call) instead of
+        per call, and a single synchronous partition runs straight from here.
+        """
+        key = (feeds, fetches, targets)
+        resolved = []
+
+        def run(values):
+            if not resolved:
+                if self._closed:
+                    raise RuntimeError("Attempted to use a closed Session.")
+                step = self._steps.get(key) or self._build(key)
+                resolved.append((step.fast, step.plans[0].device))
+            fast, device = resolved[0]
+            if fast is None:
+                return self.run(feeds, values, fetches, targets)
+            return fast(values, _executor.StepContext(next(_step_ids), None, device))
+        return run
+
     def _run_dataflow(self, step, feed_values, collector, timeout_ms):
         if len(step.plans) == 1 and timeout_ms <= 0:
             return self._run_one_partition(step, step.plans[0], feed_values, collector)

@@ -10,6 +10,7 @@ import numpy as np
 
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
+from kernflow.kernels.cpu.vectorized import add_reduce
 
 DEVICE = "CPU"
 
@@ -205,6 +206,24 @@ QUIET = {
     "Pow": np.power,
 }
 
+_SCALAR_DIV_TYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_SCALAR_OPERAND = frozenset({np.ndarray, np.float32, np.float64})
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _real_div(x, y):
+    """x / y for floating T, quiet. Two nonzero 0-d operands (a mean's 1/size) divide as Python
+    floats, without numpy's error-state context (~3 us): a double quotient of float32 values
+    rounds to the correctly rounded float32 quotient, so the result is the same."""
+    if type(x) in _SCALAR_OPERAND and type(y) in _SCALAR_OPERAND and not x.ndim and not y.ndim \
+            and x.dtype == y.dtype and x.dtype in _SCALAR_DIV_TYPES and y:
+        q = float(x) / float(y)
+        if -_F32_MAX < q < _F32_MAX or x.dtype.itemsize == 8:   # else float32 overflows: numpy's path
+            return x.dtype.type(q)
+    with np.errstate(all="ignore"):
+        return np.true_divide(x, y)
+
+
 # op type -> (kernel for floating/complex T, kernel for integer T).
 BY_KIND = {
     "RealDiv": (np.true_divide, _trunc_div),
@@ -347,23 +366,27 @@ def _axes(axis):
 
 # np.add.reduce directly: np.sum/np.mean add several microseconds of Python dispatch per call.
 def _sum(x, ax, kd, dt):
-    if dt == np.float16:  # accumulate halves in float32, as TF does
+    if dt is np.float16:  # accumulate halves in float32, as TF does
         return np.add.reduce(x, axis=ax, keepdims=kd, dtype=np.float32).astype(dt)
-    return np.add.reduce(x, axis=ax, keepdims=kd, dtype=dt)
+    return add_reduce(x, ax, kd, dt)
+
+
+_INT_TYPES = frozenset(t.type for t in map(np.dtype, "bBhHiIlLqQ"))
 
 
 def _mean(x, ax, kd, dt):
-    if np.dtype(dt).kind in "iu":
+    if dt in _INT_TYPES:
         s = np.add.reduce(x, axis=ax, keepdims=kd, dtype=dt)
         n = x.size // np.size(s) if np.size(s) else 1
         return _trunc_div(s, dt(n)) if n else np.zeros_like(s)
     if x.size == 0:  # every output element is the mean of an empty slice
         return np.full_like(np.add.reduce(x, axis=ax, keepdims=kd, dtype=dt), np.nan)
-    if dt == np.float16:
+    if dt is np.float16:
         s = np.add.reduce(x, axis=ax, keepdims=kd, dtype=np.float32)
         return (s / np.float32(x.size // max(np.size(s), 1))).astype(dt)
-    s = np.add.reduce(x, axis=ax, keepdims=kd, dtype=dt)
-    return np.true_divide(s, dt(x.size // max(np.size(s), 1)), dtype=dt)
+    s = add_reduce(x, ax, kd, dt)
+    # s is an array or (a full reduction) a numpy scalar; both divide in dt.
+    return s / dt(x.size // max(s.size, 1))
 
 
 def _extremum(fn, pick):
@@ -483,6 +506,8 @@ def register(registry, device=DEVICE):
                                  inplace_fn=_quiet_inplace(fn) if op in QUIET_INPLACE else None)
     for op, (inexact_fn, int_fn) in BY_KIND.items():
         inexact = _quiet(inexact_fn) if op in DIVISIONS else inexact_fn
+        if inexact_fn is np.true_divide:
+            inexact = _real_div
         registry.register_simple(op, device, inexact, constraints={"T": _INEXACT}, fresh=True,
                                  inplace_fn=_quiet_inplace(inexact_fn) if op == "RealDiv" else None)
         factory = _int_division(op, int_fn) if op in DIVISIONS else (lambda ctx, f=int_fn: f)

@@ -13,6 +13,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.ops.nn_ops_conv import conv_params, pool_params, window_geometry
+from kernflow.kernels.cpu.vectorized import add_reduce, arange, relu_into, row_max
 
 DEVICE = "CPU"
 
@@ -34,7 +35,9 @@ def _shape_str(shape):
 
 # ------------------------------------------------------------------------------- activations
 def _relu(x):
-    return np.maximum(x, 0)
+    if type(x) is not np.ndarray:
+        return np.maximum(x, 0)
+    return relu_into(x, np.empty_like(x))
 
 
 def _relu6(x):
@@ -68,10 +71,9 @@ def _relu_grad(g, f):
 
 
 def _relu_inplace(x):
-    try:
-        return np.maximum(x, 0, out=x)
-    except (TypeError, ValueError):
+    if type(x) is not np.ndarray or not x.flags.writeable:
         return np.maximum(x, 0)
+    return relu_into(x, x)
 
 
 def _relu_grad_inplace(g, f):
@@ -114,18 +116,27 @@ def _shifted(x):
     """x - max(x, -1) (0 for empty rows)."""
     if x.shape[-1] == 0:
         return x.copy()
+    if x.ndim == 2 and x.shape[0]:
+        return x - row_max(x)
     return x - np.max(x, axis=-1, keepdims=True)
+
+
+def _row_sum(x):
+    """sum(x, -1, keepdims=True), accumulated in float32 for halves."""
+    if x.dtype == np.float16:
+        return np.add.reduce(x, axis=-1, keepdims=True, dtype=np.float32).astype(x.dtype)
+    return add_reduce(x, -1, True, x.dtype)
 
 
 def _softmax(x):
     e = np.exp(_shifted(x))
-    e /= np.sum(e, axis=-1, keepdims=True)
+    e /= _row_sum(e)
     return e
 
 
 def _log_softmax(x):
     s = _shifted(x)
-    s -= np.log(np.sum(np.exp(s), axis=-1, keepdims=True))
+    s -= np.log(_row_sum(np.exp(s)))
     return s
 
 
@@ -147,18 +158,7 @@ def _xent(ctx):
     return compute
 
 
-_aranges: dict = {}
-
-
-def _arange(n):
-    """np.arange(n), cached (row indices of a batch; never written to)."""
-    r = _aranges.get(n)
-    if r is None:
-        if len(_aranges) > 64:
-            _aranges.clear()
-        r = _aranges[n] = np.arange(n)
-        r.flags.writeable = False
-    return r
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _sparse_xent(ctx):
@@ -171,19 +171,22 @@ def _sparse_xent(ctx):
         if n and c == 0:
             raise _error(ctx, f"Must have at least one class, but got logits shape "
                               f"{_shape_str(features.shape)}")
-        if n and (labels.min() < 0 or labels.max() >= c):
+        if not n:
+            return np.zeros(0, features.dtype), features.copy()
+        # One range check: as unsigned, negative labels are larger than any class index.
+        if np.maximum.reduce(labels.view(_UNSIGNED[labels.dtype.itemsize])) >= c:
             bad = (labels < 0) | (labels >= c)
             v = labels[np.argmax(bad)]
             raise _error(ctx, f"Received a label value of {v} which is outside the valid range of "
                               f"[0, {c}).  Label values: {' '.join(map(str, labels.tolist()))}")
         # One exp: backprop = softmax - onehot, loss = log(sum(exp(s))) - s[label].
-        s = features - np.maximum.reduce(features, axis=-1, keepdims=True) if n else features.copy()
+        s = features - row_max(features)
         backprop = np.exp(s)
-        total = np.add.reduce(backprop, axis=-1)
-        rows = _arange(n)
-        loss = np.log(total) - s[rows, labels]
-        backprop /= total[:, None]
-        backprop[rows, labels] -= features.dtype.type(1)
+        total = _row_sum(backprop)
+        at_label = arange(n) * c + labels    # flat positions of the labels' logits
+        loss = np.log(total.reshape(n)) - s.reshape(-1).take(at_label)
+        backprop /= total
+        backprop.reshape(-1)[at_label] -= features.dtype.type(1)
         return loss.astype(features.dtype, copy=False), backprop
     return compute
 
@@ -220,8 +223,9 @@ def _bias_add_grad(ctx):
             raise _error(ctx, f"Input tensor must be at least 2D: {_shape_str(g.shape)}")
         c = 1 if nchw else g.ndim - 1
         axes = tuple(i for i in range(g.ndim) if i != c)
-        acc = np.float32 if g.dtype == np.float16 else g.dtype
-        return np.sum(g, axis=axes, dtype=acc).astype(g.dtype, copy=False)
+        if g.dtype == np.float16:
+            return np.add.reduce(g, axis=axes, dtype=np.float32).astype(g.dtype)
+        return add_reduce(g, axes, False, g.dtype)
     return compute
 
 
