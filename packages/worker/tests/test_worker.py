@@ -222,6 +222,56 @@ def test_abort_on_one_worker_alone_wakes_its_run_graph(cluster, split):
     w1.abort_step(worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message="stop"))
 
 
+def test_caller_going_away_aborts_a_running_step(cluster, split):
+    """What the servicer's ``context.add_callback`` does when the RunGraph RPC ends early."""
+    w0, w1 = cluster
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device(T1):
+            a = kf.constant(1.0) + 1.0
+        with kf.device(T0):
+            b = a * 2.0
+    handles = _register(cluster, split(g, cluster, fetches=[b.name]))
+    step_id = next(_step_ids)
+    req = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[T0], step_id=step_id)
+    callbacks = []
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(w0.run_graph, req, on_cancel=callbacks.append)
+        time.sleep(0.2)
+        assert len(callbacks) == 1 and not fut.done()   # blocked in the Recv from task 1
+        callbacks[0]()
+        with pytest.raises(errors.CancelledError, match="caller went away"):
+            fut.result(1.0)
+    callbacks[0]()   # the RPC's end after the step ended changes nothing
+    w1.abort_step(worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message="stop"))
+
+
+def test_inline_step_keeps_no_state_and_honours_an_earlier_abort(cluster, split):
+    """A self-contained synchronous graph runs without a step rendezvous or cancel callback."""
+    w0, _ = cluster
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with kf.device(T0):
+            y = x * 3.0
+    handles = _register([w0], split(g, [w0], feeds=[x.name], fetches=[y.name]))
+    callbacks = []
+
+    def run(step_id):
+        req = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[T0], step_id=step_id)
+        req.send.add(name=x.name).tensor.CopyFrom(codec.tensor_to_proto(np.array([1, 2], np.float32)))
+        req.recv_key.append(y.name)
+        return w0.run_graph(req, on_cancel=callbacks.append)
+
+    step_id = next(_step_ids)
+    np.testing.assert_array_equal(_values(run(step_id))[0], [3, 6])
+    assert callbacks == [] and step_id not in w0._steps
+    step_id = next(_step_ids)
+    w0.abort_step(worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message="closed"))
+    with pytest.raises(errors.CancelledError, match="closed"):
+        run(step_id)
+
+
 def test_run_graph_times_out_when_the_producer_never_sends(cluster, split):
     w0, w1 = cluster
     g = kf.Graph()

@@ -146,13 +146,20 @@ def incoming_context(context: grpc.ServicerContext):
     return propagate.extract(carrier)
 
 
-@contextlib.contextmanager
+_NO_CONTEXT = contextlib.nullcontext()
+
+
 def attach_incoming_context(context: grpc.ServicerContext):
-    """Server side: makes the caller's trace context current inside the `with` block."""
+    """Server side: makes the caller's trace context current inside the `with` block.
+
+    Without tracing it is a shared no-op context manager (no generator per call).
+    """
     ctx = incoming_context(context)
-    if ctx is None:
-        yield
-        return
+    return _NO_CONTEXT if ctx is None else _attached(ctx)
+
+
+@contextlib.contextmanager
+def _attached(ctx):
     from opentelemetry import context as otel_context
     token = otel_context.attach(ctx)
     try:

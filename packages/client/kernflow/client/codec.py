@@ -88,8 +88,8 @@ def _shape_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
 
 
 def _shape_from(proto) -> list[int]:
-    shape = [int(d.size) for d in proto.dim]
-    if proto.unknown_rank or any(d < 0 for d in shape):
+    shape = [d.size for d in proto.dim]
+    if proto.unknown_rank or (shape and min(shape) < 0):
         raise errors.InvalidArgumentError(None, None, f"a tensor on the wire needs a fully defined "
                                           f"shape, got {shape if not proto.unknown_rank else '<unknown>'}")
     return shape

@@ -48,8 +48,8 @@ class GrpcMasterClient:
         return f"GrpcMasterClient({self.address!r})"
 
     def _call(self, method: str, request, timeout):
-        return invoke(self._stub, method, request, timeout, f"{method} on master at {self.address}",
-                      channels.outgoing_metadata())
+        return invoke(self._stub, method, request, timeout,
+                      lambda: f"{method} on master at {self.address}", channels.outgoing_metadata())
 
     def _timeout(self, timeout):
         return self.default_timeout_s if timeout is None else timeout

@@ -165,14 +165,16 @@ def _is_abort(context) -> bool:
     return code is not None and code != grpc.StatusCode.OK
 
 
-def invoke(stub, method: str, request, timeout, what: str, metadata=None):
+def invoke(stub, method: str, request, timeout, what, metadata=None):
     """Calls unary `method` of `stub`, turning failures into TF errors that name `what`.
 
+    `what` is a string or a function of no arguments returning one (built only on failure).
     A call on a channel closed by `channels.close_all` (grpc raises ValueError) is UnavailableError.
     """
     try:
         return getattr(stub, method)(request, timeout=timeout, metadata=metadata)
     except grpc.RpcError as e:
-        raise error_from_rpc(e, what) from None
+        raise error_from_rpc(e, what() if callable(what) else what) from None
     except ValueError as e:  # "Cannot invoke RPC on closed channel!"
+        what = what() if callable(what) else what
         raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None

@@ -57,7 +57,7 @@ class GrpcWorkerClient:
         return f"{method} on {who}"
 
     def _call(self, method: str, request, timeout):
-        return invoke(self._stub, method, request, timeout, self._what(method),
+        return invoke(self._stub, method, request, timeout, lambda: self._what(method),
                       channels.outgoing_metadata())
 
     # ------------------------------------------------------------------ management

@@ -480,19 +480,25 @@ class Master:
             raise
         finally:
             self._cleanup(plan.tasks if failed else plan.rendezvous_tasks, step_id)
-        fetched = [None] * len(request.fetch)
+        fetch = request.fetch
+        fetched = [None] * len(fetch)
         for task, indices in plan.routes.fetches.items():
             recv = results[task].recv
             if len(recv) != len(indices):
                 raise errors.InternalError(None, None, f"Task {task} returned {len(recv)} tensors for "
                                            f"{len(indices)} fetches")
             for i, nt in zip(indices, recv):
-                fetched[i] = nt.tensor
-        for name, t in zip(request.fetch, fetched):
-            if t is None:
+                fetched[i] = nt
+        out = resp.tensor
+        for name, nt in zip(fetch, fetched):
+            if nt is None:
                 raise errors.InternalError(None, None, f"No task of the step returned fetch {name}")
-            resp.tensor.add(name=name).tensor.CopyFrom(t)
-        self._fill_metadata(s, plan, options, results, resp.metadata)
+            if nt.name == name:   # the worker named it with the fetch's name (the recv_key)
+                out.append(nt)
+            else:
+                out.add(name=name).tensor.CopyFrom(nt.tensor)
+        if options is not None:
+            self._fill_metadata(s, plan, options, results, resp.metadata)
         return resp
 
     def run_step_stream(self, request, trace_context=None):
@@ -517,11 +523,11 @@ class Master:
         """Returns (session, step plan, RunOptions or None) of a RunStep request."""
         s = self._session(request.session_handle)
         options = request.options if request.HasField("options") else None
-        sig = (tuple(t.name for t in request.feed), tuple(request.fetch), tuple(request.target))
-        if len(set(sig[0])) != len(sig[0]):
-            raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
+        sig = (tuple([t.name for t in request.feed]), tuple(request.fetch), tuple(request.target))
         plan = None if s.refresh else s.steps.get((sig, pull))
-        if plan is None:
+        if plan is None:   # (a cached plan's signature was checked when it was prepared)
+            if len(set(sig[0])) != len(sig[0]):
+                raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
             try:
                 plan = self._prepare(s, sig, pull)
             except _REFRESH_ERRORS:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from kernflow.client import channels
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method
-from kernflow.core.framework import errors
 
 __all__ = ["WorkerServicer"]
 
@@ -47,17 +46,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @rpc_method
     def RunGraph(self, request, context):
-        finished = []
-
-        def on_done():
-            if not finished:  # the caller left while the step was running: stop it here
-                self._worker.abort_step(_abort_request(request.step_id, "RunGraph caller went away"))
-        context.add_callback(on_done)
-        try:
-            with channels.attach_incoming_context(context):
-                return self._worker.run_graph(request, timeout=_remaining(context))
-        finally:
-            finished.append(True)
+        # The worker registers a callback that aborts the step if the caller goes away while it
+        # runs (not for a small inline step, which cannot block).
+        with channels.attach_incoming_context(context):
+            return self._worker.run_graph(request, timeout=_remaining(context),
+                                          on_cancel=context.add_callback)
 
     @rpc_method
     def RecvTensor(self, request, context):
@@ -77,8 +70,3 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     @rpc_method
     def CleanupAll(self, request, context):
         return self._worker.cleanup_all(request)
-
-
-def _abort_request(step_id: int, message: str):
-    from kernflow.client.protobuf import worker_pb2
-    return worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message=message)

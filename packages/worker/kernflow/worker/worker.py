@@ -84,6 +84,15 @@ class _Graph:
     arg_dtypes: list         # DataType enum of each _Arg, by position
     retval_names: list       # _Retval node names, by position
     self_contained: bool = False   # no _Send/_Recv: nothing outside RunGraph touches its steps
+    # The graph's one plan when it is self-contained, on a CPU, and runs straight-line: a step of
+    # it needs no rendezvous (nothing can push to, pull from, or block in it).
+    inline: _DevicePlan | None = None
+
+    def __post_init__(self):
+        if self.self_contained and len(self.plans) == 1:
+            dp = self.plans[0]
+            if dp.plan.straight_line is not None and dp.device.device_type == "CPU":
+                self.inline = dp
 
 
 class Worker:
@@ -346,7 +355,7 @@ class Worker:
                                         f"{self.step_ttl_s:g} s and was dropped by {self.task_name}"))
         return rdv
 
-    def run_graph(self, req, timeout=None) -> worker_pb2.RunGraphResponse:
+    def run_graph(self, req, timeout=None, on_cancel=None) -> worker_pb2.RunGraphResponse:
         """Runs every device plan of a registered graph for step `req.step_id`.
 
         Args:
@@ -354,6 +363,9 @@ class Worker:
             timeout: an extra bound in seconds (the servicer passes the RPC's remaining time); the
                 step's time limit is the smallest of it, `req.timeout_in_ms` and the config's
                 `operation_timeout_in_ms` (0 means none).
+            on_cancel: ``on_cancel(fn)`` registers `fn` to run when the caller's RPC ends (the
+                servicer passes ``context.add_callback``); if it ends while the step still runs
+                here, the step is aborted (CancelledError).
 
         Raises:
             NotFoundError: unknown graph handle. InvalidArgumentError: wrong number or dtype of
@@ -361,30 +373,41 @@ class Worker:
             Any error a kernel raised, or the error the step was aborted with.
         """
         if not _tracing():
-            return self._run_graph(req, timeout, None)
+            return self._run_graph(req, timeout, None, on_cancel)
         with _tracer.start_as_current_span("Worker.RunGraph", kind=_otel.SpanKind.SERVER,
                                            record_exception=True) as span:
             span.set_attribute("kernflow.task", self.task_name)
             span.set_attribute("kernflow.step_id", req.step_id)
             span.set_attribute("kernflow.graph_handle", req.graph_handle)
-            return self._run_graph(req, timeout, _otel_context.get_current())
+            return self._run_graph(req, timeout, _otel_context.get_current(), on_cancel)
 
-    def _run_graph(self, req, timeout, trace_context) -> worker_pb2.RunGraphResponse:
+    def _run_graph(self, req, timeout, trace_context, on_cancel) -> worker_pb2.RunGraphResponse:
         self._check_open()
         g = self._graph(req.session_handle, req.graph_handle)
-        if len(req.send) != len(g.arg_dtypes):
+        send, recv_key = req.send, req.recv_key
+        if len(send) != len(g.arg_dtypes):
             raise errors.InvalidArgumentError(None, None, f"graph {g.handle} takes {len(g.arg_dtypes)} "
-                                              f"feeds, got {len(req.send)}")
-        if req.recv_key and len(req.recv_key) != len(g.retval_names):
+                                              f"feeds, got {len(send)}")
+        if recv_key and len(recv_key) != len(g.retval_names):
             raise errors.InvalidArgumentError(None, None, f"graph {g.handle} returns {len(g.retval_names)} "
-                                              f"values, but {len(req.recv_key)} recv keys were given")
+                                              f"values, but {len(recv_key)} recv keys were given")
         feeds = []
-        for i, nt in enumerate(req.send):
-            if nt.tensor.dtype != g.arg_dtypes[i]:
+        for i, nt in enumerate(send):
+            t = nt.tensor
+            if t.dtype != g.arg_dtypes[i]:
                 raise errors.InvalidArgumentError(
-                    None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {nt.tensor.dtype}, the "
+                    None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {t.dtype}, the "
                     f"graph expects {g.arg_dtypes[i]}")
-            feeds.append(codec.proto_to_tensor(nt.tensor))
+            feeds.append(codec.proto_to_tensor(t))
+        if g.inline is not None and not req.collect_stats and req.step_id not in self._steps:
+            # A cached small step (no step of this id was aborted here before it arrived).
+            dp = g.inline
+            outs = dp.plan.run_sync([feeds[p] for p in dp.arg_positions],
+                                    _executor.StepContext(req.step_id, None, dp.device))
+            results = [None] * len(g.retval_names)
+            for pos, v in zip(dp.retval_positions, outs):
+                results[pos] = v.read() if isinstance(v, Var) else v
+            return self._response(g, recv_key, results, None)
         limits = [t for t in (req.timeout_in_ms / 1000.0 if req.timeout_in_ms > 0 else None,
                               self._timeout_ms / 1000.0 if self._timeout_ms > 0 else None,
                               timeout if timeout is not None and timeout > 0 else None) if t is not None]
@@ -398,9 +421,17 @@ class Worker:
                 d = time.monotonic() + limit_s
                 rdv.deadline = d if rdv.deadline is None else max(rdv.deadline, d)
         collector = StepStatsCollector(self.cost_model) if req.collect_stats else None
+        finished = []
+        if on_cancel is not None:
+            def caller_gone():
+                if not finished:   # the caller left while the step was running: stop it here
+                    rdv.abort(errors.CancelledError(None, None, f"step {req.step_id} on "
+                                                    f"{self.task_name}: RunGraph caller went away"))
+            on_cancel(caller_gone)
         try:
             results = self._execute(g, feeds, rdv, collector, limit_s)
         finally:
+            finished.append(True)
             with self._lock:
                 rdv.active_runs -= 1
                 rdv.last_used = time.monotonic()
@@ -408,10 +439,14 @@ class Worker:
                     # No other task can pull from or push to this step here: its state ends with
                     # this call, and the master sends no CleanupGraph for it.
                     del self._steps[req.step_id]
+        return self._response(g, recv_key, results, collector)
+
+    @staticmethod
+    def _response(g: _Graph, recv_key, results, collector) -> worker_pb2.RunGraphResponse:
         resp = worker_pb2.RunGraphResponse()
-        for j, v in enumerate(results):
-            name = req.recv_key[j] if req.recv_key else g.retval_names[j]
-            codec.tensor_to_proto(v, out=resp.recv.add(name=name).tensor)
+        recv = resp.recv
+        for name, v in zip(recv_key or g.retval_names, results):
+            codec.tensor_to_proto(v, out=recv.add(name=name).tensor)
         if collector is not None:
             collector.finalize(resp.step_stats)
         return resp
