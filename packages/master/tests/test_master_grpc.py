@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -175,3 +176,41 @@ def test_kernflow_master_command(tmp_path):
             if proc.poll() is None:
                 proc.kill()
             w0.stop(0)
+
+
+def test_small_steps_go_over_run_graph_stream(grpc_cluster, monkeypatch):
+    """Self-contained synchronous steps on a remote task use RunGraphStream; steps that may block
+    (a queue) are refused by the worker once and use RunGraph from then on; steps spanning tasks
+    (Send/Recv) use RunGraph."""
+    server, _ = grpc_cluster
+    # (Traced steps use unary calls; another test may have installed a tracer provider.)
+    monkeypatch.setattr("kernflow.master.master._tracing", lambda: False)
+    calls = collections.Counter()
+    for name in ("run_graph", "run_graph_streamed"):
+        real = getattr(GrpcWorkerClient, name)
+
+        def spy(self, req, timeout=None, _real=real, _name=name):
+            calls[_name, self.task_name[-1]] += 1
+            return _real(self, req, timeout=timeout)
+        monkeypatch.setattr(GrpcWorkerClient, name, spy)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with kf.device("/job:worker/task:1"):
+            y = x * 2.0
+            q = kf.FIFOQueue(10, [kf.float32], shapes=[[2]])
+            enq = q.enqueue([y])
+            deq = q.dequeue()
+        with kf.device("/job:worker/task:0"):
+            z = deq + 1.0
+    with kf.Session(server.target, graph=g) as sess:
+        for i in range(3):
+            np.testing.assert_array_equal(sess.run(y, {x: [i, 1]}), [2 * i, 2])
+        assert calls == {("run_graph_streamed", "1"): 3}
+        calls.clear()
+        sess.run(enq, {x: [1, 2]})
+        sess.run(enq, {x: [3, 4]})
+        assert calls == {("run_graph_streamed", "1"): 1, ("run_graph", "1"): 2}
+        calls.clear()
+        np.testing.assert_array_equal(sess.run(z), [3, 5])
+        assert calls == {("run_graph", "0"): 1, ("run_graph", "1"): 1}

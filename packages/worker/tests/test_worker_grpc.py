@@ -184,3 +184,104 @@ def test_cli_serves_until_sigterm():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------------------- RunGraphStream
+def _inline_graph(server, client):
+    """y = x * 3 + v on one task (self-contained, synchronous): registered, v initialized."""
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        xb = kf.placeholder(kf.float32, None, name="xb")
+        with kf.device(T0):
+            v = kf.Variable(np.zeros(2, np.float32), name="v")
+            y = x * 3.0 + v.value()
+            r = kf.reshape(xb, [3])   # fails for a [2] feed at run time
+    from kernflow.core.runtime.placer import PlacementOptions, place
+    from kernflow.core.runtime.prune import prune
+    from kernflow.core.plugins import registries
+
+    def register(feeds, fetches, targets=()):
+        dev = server.worker.devices[0].name
+        gd = place(g.as_graph_def(add_shapes=True), server.worker.devices, registries().kernels,
+                   PlacementOptions(client_device=dev))
+        gd = prune(gd, feeds, fetches, list(targets), client_device=dev)
+        return client.register_graph(worker_pb2.RegisterGraphRequest(session_handle="s", graph_def=gd)).graph_handle
+    handles = {"init": register([], [], [v.initializer.name]), "y": register([x.name], [y.name]),
+               "bad": register([xb.name], [r.name])}
+    client.run_graph(worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles["init"],
+                                                step_id=next(_step_ids)))
+
+    def req(name, value=(1.0, 2.0), key=None):
+        q = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[name], step_id=next(_step_ids))
+        q.send.add(name=x.name if name == "y" else xb.name).tensor.CopyFrom(
+            codec.tensor_to_proto(np.array(value, np.float32)))
+        q.recv_key.append(key or (y.name if name == "y" else r.name))
+        return q
+    return req
+
+
+def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(servers):
+    from kernflow.client import graph_stream
+    (s0, _), clients = servers
+    graph_stream.close(s0.address)   # (no streams left from an earlier server on this port)
+    req = _inline_graph(s0, clients[T0])
+    c = clients[T0]
+    for i in range(5):
+        resp = c.run_graph_streamed(req("y", (i, 1)))
+        np.testing.assert_array_equal(codec.proto_to_tensor(resp.recv[0].tensor), [3 * i, 3])
+    pool = graph_stream._pools[s0.address]
+    assert len(pool.idle) == 1            # one step at a time: one stream, kept open
+    with pytest.raises(errors.InvalidArgumentError, match="Reshape"):
+        c.run_graph_streamed(req("bad"))
+    assert len(pool.idle) == 1            # a step's error does not end the stream
+    resp = c.run_graph_streamed(req("y"))
+    np.testing.assert_array_equal(codec.proto_to_tensor(resp.recv[0].tensor), [3, 6])
+    # Concurrent steps open more streams; all come back to the pool.
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        outs = list(ex.map(lambda i: c.run_graph_streamed(req("y", (i, i))), range(40)))
+    assert [codec.proto_to_tensor(o.recv[0].tensor)[0] for o in outs] == [3.0 * i for i in range(40)]
+    assert 1 <= len(pool.idle) <= 4
+
+
+def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split):
+    from kernflow.client.graph_stream import NotInline
+    (s0, s1), clients = servers
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device(T1):
+            a = kf.constant(1.0) + 1.0
+        with kf.device(T0):
+            b = a * 2.0
+    parts = split(g, [s0.worker, s1.worker], fetches=[b.name])
+    h = clients[T0].register_graph(worker_pb2.RegisterGraphRequest(session_handle="s",
+                                                                   graph_def=parts[T0])).graph_handle
+    with pytest.raises(NotInline):   # it would wait for task 1: refused before running
+        clients[T0].run_graph_streamed(worker_pb2.RunGraphRequest(session_handle="s", graph_handle=h,
+                                                                  step_id=next(_step_ids)))
+
+
+def test_run_graph_streamed_deadline_and_dead_worker(servers, monkeypatch):
+    from kernflow.client import graph_stream
+    (s0, _), clients = servers
+    req = _inline_graph(s0, clients[T0])
+    c = clients[T0]
+    c.run_graph_streamed(req("y"))
+    real = s0.worker.run_graph_inline
+
+    def slow(r):
+        time.sleep(1.5)
+        return real(r)
+    monkeypatch.setattr(s0.worker, "run_graph_inline", slow)
+    t = time.monotonic()
+    with pytest.raises(errors.DeadlineExceededError, match="did not finish within 0.3 s"):
+        c.run_graph_streamed(req("y"), timeout=0.3)
+    assert time.monotonic() - t < 1.2
+    monkeypatch.setattr(s0.worker, "run_graph_inline", real)
+    np.testing.assert_array_equal(codec.proto_to_tensor(c.run_graph_streamed(req("y")).recv[0].tensor), [3, 6])
+    s0.stop(0)
+    t = time.monotonic()
+    with pytest.raises((errors.UnavailableError, errors.CancelledError, errors.AbortedError)):
+        c.run_graph_streamed(req("y"), timeout=10)
+    assert time.monotonic() - t < 5
+    graph_stream.close(s0.address)

@@ -96,10 +96,14 @@ def evict(address: str) -> None:
             del _stubs[key]
     if ch is not None:
         ch.close()
+    from kernflow.client import graph_stream
+    graph_stream.close(address)
 
 
 def close_all() -> None:
     """Closes every cached channel (calls in flight on them fail with CANCELLED)."""
+    from kernflow.client import graph_stream
+    graph_stream.close_all()
     with _lock:
         chans = list(_channels.values())
         _channels.clear()

@@ -17,6 +17,7 @@ import grpc
 
 from kernflow.core.framework import errors
 from kernflow.client import channels
+from kernflow.client import graph_stream
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import error_from_rpc, invoke
@@ -108,6 +109,20 @@ class GrpcWorkerClient:
         if timeout is None and request.timeout_in_ms > 0:
             timeout = request.timeout_in_ms / 1000.0 + RUN_GRACE_S
         return self._call("RunGraph", request, timeout)
+
+    def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
+                           timeout: float | None = None) -> worker_pb2.RunGraphResponse:
+        """RunGraph of a small step over a pooled RunGraphStream call (`graph_stream`).
+
+        Raises:
+            graph_stream.NotInline: nothing ran (the graph does not run inline on the worker, or
+                the worker has no RunGraphStream): call `run_graph`.
+            Otherwise as `run_graph` (`timeout` as there, 24 h when the step has none).
+        """
+        if timeout is None:
+            timeout = request.timeout_in_ms / 1000.0 + RUN_GRACE_S if request.timeout_in_ms > 0 \
+                else 24 * 3600.0
+        return graph_stream.run_graph(self.address, request, timeout, lambda: self._what("RunGraph"))
 
     def recv_tensor(self, request: worker_pb2.RecvTensorRequest,
                     timeout: float | None = None) -> Iterator[worker_pb2.RecvTensorResponse]:

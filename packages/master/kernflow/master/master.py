@@ -36,6 +36,7 @@ from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
 
 from kernflow.client import channels
+from kernflow.client.graph_stream import NotInline
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
@@ -84,6 +85,8 @@ class _StepPlan:
     routes: Routes              # which task gets which feeds, returns or sends which fetches
     incarnations: dict          # device name -> incarnation, as registered
     rendezvous_tasks: set       # tasks whose graphs use _Send/_Recv (their step state needs CleanupGraph)
+    # Tasks whose worker refused to run this plan's graph over RunGraphStream (unary from then on).
+    not_inline: set = dataclasses.field(default_factory=set)
 
 
 class _Session:
@@ -621,7 +624,7 @@ class Master:
             # per step). The call's deadline bounds it, and a dead peer fails it (gRPC keepalive).
             ((task, req),) = reqs.items()
             try:
-                return {task: self._run_graph(task, req, step_id, rpc_deadline_s)}
+                return {task: self._run_graph(task, req, step_id, rpc_deadline_s, plan)}
             except Exception as e:  # noqa: BLE001 - reported as a TF error naming the task
                 err = _name_task(_as_op_error(e, f"RunGraph on task {task}"), task)
                 if timeout_ms and isinstance(err, errors.DeadlineExceededError):
@@ -632,7 +635,7 @@ class Master:
         traced = _tracing()
         for task, req in reqs.items():
             def call(task=task, req=req):
-                return self._run_graph(task, req, step_id, rpc_deadline_s)
+                return self._run_graph(task, req, step_id, rpc_deadline_s, plan)
 
             def run(task=task, call=call, ctx=contextvars.copy_context() if traced else None):
                 try:
@@ -697,10 +700,23 @@ class Master:
                                                f"for the step to finish: {err.message}")
         raise err
 
-    def _run_graph(self, task: str, req, step_id: int, timeout_s: float):
-        """Calls RunGraph on `task`; traced, it is a "RunGraph" span whose context the call carries."""
+    def _run_graph(self, task: str, req, step_id: int, timeout_s: float, plan: _StepPlan):
+        """Calls RunGraph on `task`; traced, it is a "RunGraph" span whose context the call carries.
+
+        A graph that touches no other task goes over a pooled RunGraphStream call when the worker
+        is remote (`graph_stream`: no per-call setup), unless its worker said it cannot run it
+        inline; traced steps use unary calls (the trace context travels in their metadata).
+        """
         if not _tracing():
-            return self._worker(task).run_graph(req, timeout=timeout_s)
+            w = self._worker(task)
+            streamed = getattr(w, "run_graph_streamed", None)
+            if streamed is not None and task not in plan.rendezvous_tasks and \
+                    task not in plan.not_inline and not req.collect_stats:
+                try:
+                    return streamed(req, timeout=timeout_s)
+                except NotInline:
+                    plan.not_inline.add(task)   # nothing ran: unary from now on
+            return w.run_graph(req, timeout=timeout_s)
         with _tracer.start_as_current_span("RunGraph", kind=_otel.SpanKind.CLIENT,
                                            record_exception=True) as span:
             span.set_attribute("kernflow.task", task)

@@ -13,8 +13,9 @@ generator explicitly (a generator must not hold a context attached across its yi
 from __future__ import annotations
 
 from kernflow.client import channels
+from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
-from kernflow.client.rpc_errors import rpc_method
+from kernflow.client.rpc_errors import rpc_method, status_for_exception
 
 __all__ = ["WorkerServicer"]
 
@@ -51,6 +52,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         with channels.attach_incoming_context(context):
             return self._worker.run_graph(request, timeout=_remaining(context),
                                           on_cancel=context.add_callback)
+
+    @rpc_method
+    def RunGraphStream(self, request_iterator, context):
+        # One response per request, in order; a step's error goes into its response and the
+        # stream stays open for the next step.
+        for request in request_iterator:
+            try:
+                yield self._worker.run_graph_inline(request)
+            except Exception as e:  # noqa: BLE001 - reported in the response
+                status, details = status_for_exception(e)
+                yield worker_pb2.RunGraphResponse(status_code=status.value[0],
+                                                  status_error_message=details)
 
     @rpc_method
     def RecvTensor(self, request, context):

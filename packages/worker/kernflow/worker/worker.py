@@ -43,6 +43,7 @@ from opentelemetry import trace as _otel
 
 from kernflow.client import channels
 from kernflow.client import codec
+from kernflow.client.graph_stream import NOT_INLINE
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
@@ -380,6 +381,22 @@ class Worker:
             span.set_attribute("kernflow.step_id", req.step_id)
             span.set_attribute("kernflow.graph_handle", req.graph_handle)
             return self._run_graph(req, timeout, _otel_context.get_current(), on_cancel)
+
+    def run_graph_inline(self, req) -> worker_pb2.RunGraphResponse:
+        """`run_graph` of a graph this worker runs inline (RunGraphStream's requests).
+
+        Raises:
+            FailedPreconditionError: with a message starting with `graph_stream.NOT_INLINE`,
+                before running anything, when the graph is not inline (it may block or use other
+                tasks) or the request collects stats: the caller uses RunGraph instead.
+            Otherwise as `run_graph`.
+        """
+        self._check_open()
+        g = self._graph(req.session_handle, req.graph_handle)
+        if g.inline is None or req.collect_stats:
+            raise errors.FailedPreconditionError(None, None, f"{NOT_INLINE}: {g.handle} on "
+                                                 f"{self.task_name}")
+        return self.run_graph(req)
 
     def _run_graph(self, req, timeout, trace_context, on_cancel) -> worker_pb2.RunGraphResponse:
         self._check_open()

@@ -93,12 +93,16 @@ class RunGraphRequest(_message.Message):
     def __init__(self, session_handle: _Optional[str] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., send: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., collect_stats: _Optional[bool] = ..., timeout_in_ms: _Optional[int] = ...) -> None: ...
 
 class RunGraphResponse(_message.Message):
-    __slots__ = ("recv", "step_stats")
+    __slots__ = ("recv", "step_stats", "status_code", "status_error_message")
     RECV_FIELD_NUMBER: _ClassVar[int]
     STEP_STATS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     recv: _containers.RepeatedCompositeFieldContainer[NamedTensor]
     step_stats: _step_stats_pb2.StepStats
-    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ...) -> None: ...
+    status_code: int
+    status_error_message: str
+    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
     __slots__ = ("step_id", "rendezvous_key")

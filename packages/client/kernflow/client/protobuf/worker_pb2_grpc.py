@@ -54,6 +54,11 @@ class WorkerServiceStub:
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.SerializeToString,
                 response_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.FromString,
                 _registered_method=True)
+        self.RunGraphStream = channel.stream_stream(
+                '/kernflow.client.protobuf.WorkerService/RunGraphStream',
+                request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.SerializeToString,
+                response_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.FromString,
+                _registered_method=True)
         self.RecvTensor = channel.unary_stream(
                 '/kernflow.client.protobuf.WorkerService/RecvTensor',
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorRequest.SerializeToString,
@@ -103,6 +108,15 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunGraphStream(self, request_iterator, context):
+        """RunGraph of small steps over a long-lived call: each request gets one response, in order
+        (one step at a time per stream). Only for graphs the worker runs inline (self-contained,
+        synchronous, on a CPU); for others the response is FAILED_PRECONDITION and nothing runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RecvTensor(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -147,6 +161,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
             ),
             'RunGraph': grpc.unary_unary_rpc_method_handler(
                     servicer.RunGraph,
+                    request_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.FromString,
+                    response_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.SerializeToString,
+            ),
+            'RunGraphStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.RunGraphStream,
                     request_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.FromString,
                     response_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.SerializeToString,
             ),
@@ -277,6 +296,33 @@ class WorkerService:
             request,
             target,
             '/kernflow.client.protobuf.WorkerService/RunGraph',
+            kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.SerializeToString,
+            kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunGraphStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kernflow.client.protobuf.WorkerService/RunGraphStream',
             kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphRequest.SerializeToString,
             kernflow_dot_client_dot_protobuf_dot_worker__pb2.RunGraphResponse.FromString,
             options,
