@@ -38,3 +38,21 @@ def split_by_task(graph, workers, feeds=(), fetches=(), targets=(), client=0):
 @pytest.fixture
 def split():
     return split_by_task
+
+
+@pytest.fixture
+def wait_on_task1_graph():
+    """A function building ``b = (1 + 1) * 2`` with the add on task 1 and the multiply on task 0, so task 0's partition
+    waits in a Recv for task 1 (a step to abort, time out or refuse); it returns (graph, b)."""
+    return _wait_on_task1_graph
+
+
+def _wait_on_task1_graph():
+    import kernflow.core as kf
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/replica:0/task:1"):
+            a = kf.constant(1.0) + 1.0
+        with kf.device("/job:worker/replica:0/task:0"):
+            b = a * 2.0
+    return g, b

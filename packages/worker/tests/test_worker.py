@@ -149,14 +149,9 @@ def test_recv_tensor_streams_64mib_in_chunks(cluster):
     np.testing.assert_array_equal(got[0][0], arr)
 
 
-def test_abort_wakes_recv_tensor_and_run_graph(cluster, split):
+def test_abort_wakes_recv_tensor_and_run_graph(cluster, split, wait_on_task1_graph):
     w0, w1 = cluster
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     parts = split(g, cluster, fetches=[b.name])
     handles = _register(cluster, parts)
     step_id = next(_step_ids)
@@ -199,15 +194,10 @@ def test_abort_wakes_recv_tensor_and_run_graph(cluster, split):
         w0.run_graph(req)
 
 
-def test_abort_on_one_worker_alone_wakes_its_run_graph(cluster, split):
+def test_abort_on_one_worker_alone_wakes_its_run_graph(cluster, split, wait_on_task1_graph):
     """The pull to task 1 is still in flight, but task 0's step ends at once."""
     w0, w1 = cluster
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     handles = _register(cluster, split(g, cluster, fetches=[b.name]))
     step_id = next(_step_ids)
     req = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[T0], step_id=step_id)
@@ -222,15 +212,10 @@ def test_abort_on_one_worker_alone_wakes_its_run_graph(cluster, split):
     w1.abort_step(worker_pb2.AbortStepRequest(step_id=step_id, code=errors.CANCELLED, message="stop"))
 
 
-def test_caller_going_away_aborts_a_running_step(cluster, split):
+def test_caller_going_away_aborts_a_running_step(cluster, split, wait_on_task1_graph):
     """What the servicer's ``context.add_callback`` does when the RunGraph RPC ends early."""
     w0, w1 = cluster
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     handles = _register(cluster, split(g, cluster, fetches=[b.name]))
     step_id = next(_step_ids)
     req = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[T0], step_id=step_id)
@@ -272,14 +257,9 @@ def test_inline_step_keeps_no_state_and_honours_an_earlier_abort(cluster, split)
         run(step_id)
 
 
-def test_run_graph_times_out_when_the_producer_never_sends(cluster, split):
+def test_run_graph_times_out_when_the_producer_never_sends(cluster, split, wait_on_task1_graph):
     w0, w1 = cluster
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     handles = _register(cluster, split(g, cluster, fetches=[b.name]))
     req = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handles[T0],
                                      step_id=next(_step_ids), timeout_in_ms=300)

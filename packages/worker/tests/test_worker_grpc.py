@@ -128,14 +128,9 @@ def test_errors_become_statuses_and_the_server_keeps_serving(servers):
     assert st.task == 0 and st.device_attributes[0].name == CPU0
 
 
-def test_abort_step_over_grpc_wakes_run_graph(servers, split):
+def test_abort_step_over_grpc_wakes_run_graph(servers, split, wait_on_task1_graph):
     (s0, s1), clients = servers
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     parts = split(g, [s0.worker, s1.worker], fetches=[b.name])
     h0 = clients[T0].register_graph(worker_pb2.RegisterGraphRequest(
         session_handle="s", graph_def=parts[T0])).graph_handle
@@ -244,15 +239,10 @@ def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(se
     assert 1 <= len(pool.idle) <= 4
 
 
-def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split):
+def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split, wait_on_task1_graph):
     from kernflow.client.graph_stream import NotInline
     (s0, s1), clients = servers
-    g = kf.Graph()
-    with g.as_default():
-        with kf.device(T1):
-            a = kf.constant(1.0) + 1.0
-        with kf.device(T0):
-            b = a * 2.0
+    g, b = wait_on_task1_graph()
     parts = split(g, [s0.worker, s1.worker], fetches=[b.name])
     h = clients[T0].register_graph(worker_pb2.RegisterGraphRequest(session_handle="s",
                                                                    graph_def=parts[T0])).graph_handle
