@@ -60,7 +60,7 @@ class _Stream:
         try:
             return next(self._responses)
         except BaseException:
-            self.broken = True
+            self.close()
             raise
 
     def close(self) -> None:
@@ -85,6 +85,7 @@ class _Pool:
                 st = self.idle.pop()
                 if st.alive():
                     return st
+                st.close()   # ended (its worker went away): also ends its request-iterator thread
         stub = channels.get_stub(self.address, worker_pb2_grpc.WorkerServiceStub)
         return _Stream(stub)
 
