@@ -106,9 +106,7 @@ class GrpcWorkerClient:
             timeout: seconds; None means the request's `timeout_in_ms` plus `RUN_GRACE_S`, or no
                 deadline when that is 0 (a step may legitimately block, e.g. on a queue).
         """
-        if timeout is None and request.timeout_in_ms > 0:
-            timeout = request.timeout_in_ms / 1000.0 + RUN_GRACE_S
-        return self._call("RunGraph", request, timeout)
+        return self._call("RunGraph", request, _run_timeout(request, timeout, None))
 
     def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
                            timeout: float | None = None) -> worker_pb2.RunGraphResponse:
@@ -119,10 +117,8 @@ class GrpcWorkerClient:
                 the worker has no RunGraphStream): call `run_graph`.
             Otherwise as `run_graph` (`timeout` as there, 24 h when the step has none).
         """
-        if timeout is None:
-            timeout = request.timeout_in_ms / 1000.0 + RUN_GRACE_S if request.timeout_in_ms > 0 \
-                else 24 * 3600.0
-        return graph_stream.run_graph(self.address, request, timeout, lambda: self._what("RunGraph"))
+        return graph_stream.run_graph(self.address, request, _run_timeout(request, timeout, 24 * 3600.0),
+                                      lambda: self._what("RunGraph"))
 
     def recv_tensor(self, request: worker_pb2.RecvTensorRequest,
                     timeout: float | None = None) -> Iterator[worker_pb2.RecvTensorResponse]:
@@ -161,6 +157,14 @@ class GrpcWorkerClient:
 
     def close(self) -> None:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
+
+
+def _run_timeout(request: worker_pb2.RunGraphRequest, timeout: float | None, default):
+    """A RunGraph call's deadline: `timeout`, else the step's own timeout plus `RUN_GRACE_S`, else
+    `default`."""
+    if timeout is not None:
+        return timeout
+    return request.timeout_in_ms / 1000.0 + RUN_GRACE_S if request.timeout_in_ms > 0 else default
 
 
 class _RawRecvStub:

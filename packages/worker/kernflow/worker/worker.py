@@ -396,11 +396,14 @@ class Worker:
         if g.inline is None or req.collect_stats:
             raise errors.FailedPreconditionError(None, None, f"{NOT_INLINE}: {g.handle} on "
                                                  f"{self.task_name}")
-        return self.run_graph(req)
+        if _tracing():
+            return self.run_graph(req)
+        return self._run_graph(req, None, None, None, g)
 
-    def _run_graph(self, req, timeout, trace_context, on_cancel) -> worker_pb2.RunGraphResponse:
-        self._check_open()
-        g = self._graph(req.session_handle, req.graph_handle)
+    def _run_graph(self, req, timeout, trace_context, on_cancel, g=None) -> worker_pb2.RunGraphResponse:
+        if g is None:   # (run_graph_inline looked it up already)
+            self._check_open()
+            g = self._graph(req.session_handle, req.graph_handle)
         send, recv_key = req.send, req.recv_key
         if len(send) != len(g.arg_dtypes):
             raise errors.InvalidArgumentError(None, None, f"graph {g.handle} takes {len(g.arg_dtypes)} "
@@ -423,7 +426,7 @@ class Worker:
                                     _executor.StepContext(req.step_id, None, dp.device))
             results = [None] * len(g.retval_names)
             for pos, v in zip(dp.retval_positions, outs):
-                results[pos] = v.read() if isinstance(v, Var) else v
+                results[pos] = self._to_host(dp.device, v)
             return self._response(g, recv_key, results, None)
         limits = [t for t in (req.timeout_in_ms / 1000.0 if req.timeout_in_ms > 0 else None,
                               self._timeout_ms / 1000.0 if self._timeout_ms > 0 else None,
