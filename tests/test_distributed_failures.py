@@ -275,6 +275,44 @@ def test_same_session_runs_steps_without_the_dead_worker():
             assert sess.run(local, {x: ones}) == 18.0     # task 0 only
 
 
+def test_worker_killed_while_the_client_waits_to_pull_its_fetch_fails_fast(monkeypatch):
+    """A large fetch the client pulls from task 1 itself (RunStepPull), task 1 killed meanwhile."""
+    from kernflow.client import fetch_stream
+    pulls = []
+    real = fetch_stream.pull_step
+    monkeypatch.setattr(fetch_stream, "pull_step", lambda *a: pulls.append(time.monotonic()) or real(*a))
+    cluster = _two_task_cluster()
+    with _children() as kids:
+        targets = _start_servers(kids, cluster)
+        g = kf.Graph()
+        with g.as_default():
+            x = kf.placeholder(kf.float32, [1500, 1500], name="x")   # static: a 9 MB fetch, pulled
+            with kf.device("/job:worker/task:1"):
+                a = x
+                for _ in range(200):   # tens of seconds of matmuls
+                    a = kf.tanh(kf.matmul(a, x * 0.001))
+        big = np.random.RandomState(0).rand(1500, 1500).astype(np.float32)
+        with kf.Session(targets[0], graph=g) as sess:
+            thread, box = _run_in_thread(lambda: sess.run(a, {x: big}))
+            deadline = time.monotonic() + 10
+            while not pulls:
+                assert time.monotonic() < deadline, "the step did not start a RunStepPull"
+                time.sleep(0.01)
+            time.sleep(1.5)                        # registered, running, the client's pull waiting
+            assert "end" not in box
+            killed_at = time.monotonic()
+            kids[1].signal(signal.SIGKILL)
+            thread.join(15)
+            assert not thread.is_alive(), "the step hangs after its worker died"
+            err = box.get("error")
+            assert isinstance(err, (errors.UnavailableError, errors.AbortedError)), repr(err)
+            assert T1 in str(err), str(err)
+            assert box["end"] - killed_at < 5.0
+        g2, x2, y2 = _local_graph()
+        with kf.Session(targets[0], graph=g2) as s2:
+            assert s2.run(y2, {x2: np.ones(2, np.float32)}) == 6.0
+
+
 def _frozen_worker_step(health_check_interval_s, rpc_timeout_s, abort_grace_s):
     """Runs a step whose task 1 is frozen (SIGSTOP); returns (seconds until it failed, error)."""
     cluster = _two_task_cluster()

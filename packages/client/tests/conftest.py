@@ -87,7 +87,7 @@ class FakeWorker(worker_pb2_grpc.WorkerServiceServicer):
         if key == "truncate":
             yield next(codec.iter_recv_chunks(np.zeros(1000, np.float32), chunk_bytes=100))
             return
-        if key == "block":
+        if key == "block" or ";block;" in key:
             self.release.wait(10)
         if key not in self.tensors:
             raise errors.NotFoundError(None, None, f"no tensor for key {key!r}")

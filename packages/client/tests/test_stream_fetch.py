@@ -7,7 +7,8 @@ import pytest
 
 import kernflow.core as kf
 from kernflow.client import codec, grpc_session
-from kernflow.client.grpc_session import GrpcSession, _read_stream
+from kernflow.client.fetch_stream import read_stream as _read_stream
+from kernflow.client.grpc_session import GrpcSession
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 

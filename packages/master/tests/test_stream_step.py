@@ -112,7 +112,7 @@ def test_a_feed_used_on_two_tasks_goes_to_both(make_cluster):
 
 def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
     c = make_cluster(local_task=T0)
-    big = np.arange(3 << 20, dtype=np.float32)      # 12 MiB: several 4 MiB chunks
+    big = np.arange(3 << 20, dtype=np.float32)      # 12 MiB: several chunks
     g = kf.Graph()
     with g.as_default():
         x = kf.placeholder(kf.float32, [], name="x")
@@ -130,7 +130,7 @@ def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
     np.testing.assert_array_equal(values[2], big * 2.0)
     assert values[3].tolist() == [b"a", b"bc"]
     assert values[0].flags.writeable and not done.HasField("metadata")
-    assert sum(m.fetch_index == 0 for m in msgs[:-1]) == 3
+    assert sum(m.fetch_index == 0 for m in msgs[:-1]) == (12 << 20) // codec.CHUNK_BYTES
     # The master pulled v and w from task 1, small and words from task 0; task 1 pulled x from
     # task 0 (x is used on both tasks, so it enters on task 0).
     assert c.spies[T1].calls["recv_tensor"] == 2 and c.spies[T0].calls["recv_tensor"] == 3
@@ -242,3 +242,117 @@ def test_stream_pulls_through_the_grpc_worker_client_raw(monkeypatch):
     assert isinstance(next(stream_step._start_pull(Raw(), req, 5.0)), bytes)
     assert isinstance(next(iter(stream_step._start_pull(Parsed(), req, 6.0))), worker_pb2.RecvTensorResponse)
     assert calls == [("raw", 5.0), ("parsed", 6.0)]
+
+
+# ---------------------------------------------------------------------------- RunStepPull
+class _Requests:
+    """A RunStepPull's request stream, fed by the test: the step first, then `relay`/`close`."""
+
+    def __init__(self, step):
+        self._q = __import__("queue").SimpleQueue()
+        self._q.put(master_pb2.RunStepPullRequest(step=step))
+
+    def __iter__(self):
+        while True:
+            item = self._q.get(timeout=10)
+            if item is None:
+                return
+            yield item
+
+    def relay(self, i):
+        self._q.put(master_pb2.RunStepPullRequest(relay=i))
+
+    def close(self):
+        self._q.put(None)
+
+
+def _pull_cluster(make_cluster):
+    """Task 1 looks remote to the master (it has an address), so its fetches are located."""
+    c = make_cluster(local_task=T0)
+    c.spies[T1].address = "127.0.0.1:1"
+    g = kf.Graph()
+    with g.as_default():
+        with kf.device("/job:worker/task:1"):
+            a = kf.constant(np.arange(3 << 18, dtype=np.float32)) + 1.0    # 3 MiB: several chunks
+        b = kf.constant([1.0, 2.0]) * 2.0
+    return c, c.session(g), a, b
+
+
+def _wait_for(cond, what):
+    deadline = time.monotonic() + 10
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_pull_step_locates_remote_fetches_and_frees_the_step_when_the_client_closes(make_cluster):
+    c, s, a, b = _pull_cluster(make_cluster)
+    requests = _Requests(_request(s, [a, b]))
+    stream = c.master.run_step_pull(requests)
+    first = next(stream)
+    loc = first.location
+    assert first.HasField("location") and first.fetch_index == 0 and not first.content
+    assert (loc.task, loc.address) == (T1, "127.0.0.1:1") and loc.rendezvous_key.startswith(T1)
+    chunks = []
+    msg = next(stream)
+    while not msg.done:
+        assert msg.fetch_index == 1 and not msg.HasField("location")
+        chunks.append(msg)
+        msg = next(stream)
+    np.testing.assert_array_equal(codec.assemble_recv_chunks(chunks)[0], [2.0, 4.0])
+    # The client pulls fetch 0 from task 1 itself; the step's state waits for it there.
+    pulled, _ = codec.assemble_recv_chunks(c.spies[T1].inner.recv_tensor(
+        worker_pb2.RecvTensorRequest(step_id=loc.step_id, rendezvous_key=loc.rendezvous_key)))
+    np.testing.assert_array_equal(pulled, np.arange(3 << 18, dtype=np.float32) + 1.0)
+    time.sleep(0.05)
+    assert c.spies[T1].calls["cleanup_graph"] == 0
+    requests.close()
+    assert list(stream) == []
+    _wait_for(lambda: c.spies[T1].calls["cleanup_graph"] == 1, "no CleanupGraph after the client closed")
+    assert c.spies[T1].requests["cleanup_graph"][0].step_id == loc.step_id
+    assert c.spies[T1].calls["abort_step"] == 0
+
+
+def test_pull_step_relays_a_located_fetch_on_request(make_cluster):
+    c, s, a, b = _pull_cluster(make_cluster)
+    requests = _Requests(_request(s, [a, b]))
+    msgs = []
+    for msg in c.master.run_step_pull(requests):
+        msgs.append(msg)
+        if msg.done:
+            requests.relay(0)
+            requests.close()
+    done_at = [m.done for m in msgs].index(True)
+    relayed = msgs[done_at + 1:]
+    assert relayed and all(m.fetch_index == 0 for m in relayed)
+    got, _ = codec.assemble_recv_chunks(relayed)
+    np.testing.assert_array_equal(got, np.arange(3 << 18, dtype=np.float32) + 1.0)
+    assert len(relayed) == (3 << 20) // codec.CHUNK_BYTES
+
+
+def test_pull_step_rejects_bad_requests_and_still_frees_the_step(make_cluster):
+    c, s, a, b = _pull_cluster(make_cluster)
+    with pytest.raises(errors.InvalidArgumentError, match="first message must be the step"):
+        c.master.run_step_pull(iter([master_pb2.RunStepPullRequest(relay=0)]))
+    with pytest.raises(errors.InvalidArgumentError, match="first message must be the step"):
+        c.master.run_step_pull(iter([]))
+    for bad in (1, 5, 0):   # 1 was streamed, 5 does not exist; 0 twice
+        requests = _Requests(_request(s, [a, b]))
+        stream = c.master.run_step_pull(requests)
+        calls = c.spies[T1].calls["cleanup_graph"]
+        if bad == 0:
+            requests.relay(0)
+        requests.relay(bad)
+        with pytest.raises(errors.InvalidArgumentError, match="relay of a located fetch"):
+            list(stream)
+        _wait_for(lambda: c.spies[T1].calls["cleanup_graph"] == calls + 1, "the step was not freed")
+
+
+def test_pull_step_whose_client_leaves_after_done_is_freed(make_cluster):
+    c, s, a, b = _pull_cluster(make_cluster)
+    stream = c.master.run_step_pull(_Requests(_request(s, [a, b])))
+    while not next(stream).done:
+        pass
+    stream.close()     # what gRPC does when the caller goes away
+    _wait_for(lambda: c.spies[T1].calls["cleanup_graph"] == 1, "the step was not freed")
+    assert c.spies[T1].calls["abort_step"] == 0

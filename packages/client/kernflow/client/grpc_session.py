@@ -14,9 +14,10 @@ Deadlines: RunStep waits `RunOptions.timeout_in_ms`, else `ConfigProto.operation
 has one (see `GrpcMasterClient`).
 
 Large fetches: a step expected to fetch at least `STREAM_FETCH_BYTES` (from the fetches' static
-shapes, else from what the same fetches returned last time) uses RunStepStream, where the master
-pulls each value from the task that produced it and forwards it in 4 MiB chunks, written straight
-into the result array here; other steps use the unary RunStep (one round trip, lowest latency).
+shapes, else from what the same fetches returned last time) uses RunStepPull, where the client
+pulls each value from the task that produced it (or the master relays it: RunStepStream), in 1 MiB
+chunks written straight into the result array (`kernflow.client.fetch_stream`); other steps use the
+unary RunStep (one round trip, lowest latency).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ import threading
 from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.client import codec
+from kernflow.client import fetch_stream
 from kernflow.client.master_client import GrpcMasterClient
+from kernflow.client.rpc_errors import method_missing
 from kernflow.client.protobuf import master_pb2
 
 __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd_session_factory",
@@ -81,6 +84,7 @@ class GrpcSession:
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self._fetch_bytes: dict[tuple, int | None] = {}   # fetch names -> bytes (last or static)
         self._can_stream = True                           # False once the master lacks RunStepStream
+        self._can_pull = True                             # False once the master lacks RunStepPull
 
     @property
     def handle(self) -> str | None:
@@ -147,11 +151,9 @@ class GrpcSession:
             req.options.timeout_in_ms = self._timeout_ms
         key = tuple(fetches)
         if self._can_stream and fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES:
-            try:
-                out, metadata = _read_stream(self._master.run_step_stream(req), fetches, self.address)
-            except errors.UnimplementedError:
-                self._can_stream = False   # an older master: RunStep from now on
-            else:
+            streamed = self._run_streamed(req, fetches)
+            if streamed is not None:
+                out, metadata = streamed
                 self._remember(key, out)
                 if run_metadata is not None and metadata is not None:
                     run_metadata.MergeFrom(metadata)
@@ -170,6 +172,23 @@ class GrpcSession:
             run_metadata.MergeFrom(resp.metadata)
         self._remember(key, out)
         return out
+
+    def _run_streamed(self, req, fetches):
+        """(values, metadata) of a step with large fetches, or None if the master streams none."""
+        if self._can_pull and fetch_stream.enabled():
+            try:
+                return fetch_stream.pull_step(self._master, req, fetches, self.address)
+            except errors.UnimplementedError as e:
+                if not method_missing(e):
+                    raise
+                self._can_pull = False   # an older master: RunStepStream from now on
+        try:
+            return fetch_stream.read_stream(self._master.run_step_stream(req), fetches, self.address)
+        except errors.UnimplementedError as e:
+            if not method_missing(e):
+                raise
+            self._can_stream = False     # older still: RunStep from now on
+        return None
 
     def _expected_bytes(self, key: tuple) -> int:
         """Bytes the fetches returned last time, else their static size (0 when unknown)."""
@@ -221,60 +240,6 @@ def _static_bytes(graph, fetches) -> int | None:
             return None
         total += n * size
     return total
-
-
-class _Chunks:
-    """The consecutive chunks of one fetch in a RunStepStream (see `_read_stream`)."""
-
-    def __init__(self, it, first):
-        self._it = it
-        self.index = first[0].fetch_index
-        self.next = first          # the first item after this fetch's chunks, once iterated
-
-    def __iter__(self):
-        item = self.next
-        while True:
-            yield item
-            item = next(self._it, None)
-            if item is None or item[0].done or item[0].fetch_index != self.index:
-                self.next = item
-                return
-
-
-def _read_stream(responses, fetches, address: str):
-    """Assembles the fetched values of a RunStepStream; returns (values, RunMetadata or None).
-
-    Args:
-        responses: ``(RunStepStreamResponse, content)`` pairs (`GrpcMasterClient.run_step_stream`).
-        fetches: the fetched tensor names.
-        address: the master's, for error messages.
-    """
-    it = iter(responses)
-    out = [None] * len(fetches)
-    seen = set()
-    item = next(it, None)
-    while item is not None and not item[0].done:
-        chunks = _Chunks(it, item)
-        i = chunks.index
-        if not 0 <= i < len(fetches) or i in seen:
-            raise errors.InternalError(None, None, f"master at {address} streamed fetch {i} out of order "
-                                       f"({len(fetches)} fetches)")
-        seen.add(i)
-        value, is_dead = codec.assemble_recv_chunks(chunks)
-        if is_dead:
-            raise errors.InvalidArgumentError(None, None, f"Fetched tensor {fetches[i]} was not computed "
-                                              f"(it is on an untaken branch of a conditional)")
-        out[i] = value
-        item = chunks.next
-    if item is None:
-        raise errors.DataLossError(None, None, f"RunStepStream from master at {address} ended early")
-    if len(seen) != len(fetches):
-        missing = [fetches[i] for i in range(len(fetches)) if i not in seen]
-        raise errors.InternalError(None, None, f"master at {address} did not return {missing}")
-    for _ in it:   # let the call finish cleanly
-        pass
-    done = item[0]
-    return out, (done.metadata if done.HasField("metadata") else None)
 
 
 def grpc_session_factory(target: str, graph, config=None) -> GrpcSession:

@@ -8,6 +8,8 @@ a deadline when the step has none (a step may block on a queue for as long as th
 
 from __future__ import annotations
 
+import queue
+
 import grpc
 
 from kernflow.core.framework import errors
@@ -15,9 +17,9 @@ from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
-from kernflow.client.rpc_errors import error_from_rpc, invoke
+from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
 
-__all__ = ["GrpcMasterClient", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
+__all__ = ["GrpcMasterClient", "PullCall", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
 
 DEFAULT_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 10.0
@@ -90,7 +92,29 @@ class GrpcMasterClient:
             raise error_from_rpc(e, what) from None
         except ValueError as e:  # closed channel
             raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
-        return _split(_stream(call, what))
+        return _split(StreamCall(call, what))
+
+    def run_step_pull(self, request: master_pb2.RunStepRequest, timeout: float | None = None) -> "PullCall":
+        """Starts a RunStepPull: a step whose remotely produced fetches the caller pulls itself.
+
+        Deadline as `run_step`. Returns a `PullCall`: iterating it gives the master's messages as
+        ``(RunStepStreamResponse, content)`` pairs (locations, chunks of the fetches the master
+        streams, ``done``, then chunks of relayed fetches); `relay` asks for a located fetch, and
+        `close` ends the caller's side (the master then frees the step's state).
+        """
+        if timeout is None and request.options.timeout_in_ms > 0:
+            timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
+        what = f"RunStepPull on master at {self.address}"
+        outbox: queue.SimpleQueue = queue.SimpleQueue()
+        try:
+            stub = channels.get_stub(self.address, _RawStreamStub)
+            call = stub.RunStepPull(_requests(master_pb2.RunStepPullRequest(step=request), outbox),
+                                    timeout=timeout, metadata=channels.outgoing_metadata())
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, what) from None
+        except ValueError as e:  # closed channel
+            raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
+        return PullCall(call, outbox, what)
 
     def close_session(self, request: master_pb2.CloseSessionRequest,
                       timeout: float | None = None) -> master_pb2.CloseSessionResponse:
@@ -112,24 +136,66 @@ class GrpcMasterClient:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
 
 
-def _stream(call, what: str):
-    try:
-        yield from call
-    except grpc.RpcError as e:
-        raise error_from_rpc(e, what) from None
-    finally:
-        if call.is_active():
-            call.cancel()
-
 
 class _RawStreamStub:
-    """RunStepStream on a channel, its responses left as bytes (cached by `channels.get_stub`)."""
+    """RunStepStream and RunStepPull on a channel, their responses left as bytes (cached by
+    `channels.get_stub`)."""
 
     def __init__(self, channel):
         self.RunStepStream = channel.unary_stream(
             "/kernflow.client.protobuf.MasterService/RunStepStream",
             request_serializer=master_pb2.RunStepRequest.SerializeToString,
             response_deserializer=None)
+        self.RunStepPull = channel.stream_stream(
+            "/kernflow.client.protobuf.MasterService/RunStepPull",
+            request_serializer=master_pb2.RunStepPullRequest.SerializeToString,
+            response_deserializer=None)
+
+
+_CLOSE = None
+
+
+def _requests(first, outbox: queue.SimpleQueue):
+    """A RunStepPull's request stream: `first`, then what `PullCall` puts in `outbox` until `_CLOSE`."""
+    yield first
+    while True:
+        item = outbox.get()
+        if item is _CLOSE:
+            return
+        yield item
+
+
+class PullCall:
+    """A RunStepPull in flight (`GrpcMasterClient.run_step_pull`).
+
+    Iterate it once for the master's messages; errors (also midway) are raised as TF error classes.
+    The caller's side of the call is closed when iteration ends, however it ends, so the thread
+    gRPC uses to send the requests never waits forever.
+    """
+
+    def __init__(self, call, outbox: queue.SimpleQueue, what: str):
+        self._call = call
+        self._outbox = outbox
+        self._what = what
+
+    def __iter__(self):
+        try:
+            yield from _split(StreamCall(self._call, self._what))
+        finally:
+            self._outbox.put(_CLOSE)
+
+    def relay(self, index: int) -> None:
+        """Asks the master to pull located fetch `index` and stream it on this call."""
+        self._outbox.put(master_pb2.RunStepPullRequest(relay=index))
+
+    def close(self) -> None:
+        """Ends the caller's side: every value has arrived (the master then frees the step)."""
+        self._outbox.put(_CLOSE)
+
+    def cancel(self) -> None:
+        """Cancels the call (and so the step, if it still runs)."""
+        self._outbox.put(_CLOSE)
+        self._call.cancel()
 
 
 def _split(raw):

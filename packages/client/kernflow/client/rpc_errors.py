@@ -18,7 +18,8 @@ import grpc
 from kernflow.core.framework import errors
 
 __all__ = ["STATUS_FOR_CODE", "status_for_code", "error_class_for_status", "status_for_exception",
-           "error_from_rpc", "abort_context", "rpc_method", "MAX_DETAILS_CHARS"]
+           "error_from_rpc", "abort_context", "rpc_method", "MAX_DETAILS_CHARS", "StreamCall",
+           "invoke", "method_missing"]
 
 _log = logging.getLogger(__name__)
 
@@ -106,7 +107,16 @@ def error_from_rpc(exc: grpc.RpcError, what: str) -> errors.OpError:
         msg = f"{what} was cancelled: {details}"
     else:
         msg = f"{details} (from {what})"
-    return cls(None, None, msg)
+    err = cls(None, None, msg)
+    if code == grpc.StatusCode.UNIMPLEMENTED and not _from_handler(exc):
+        err.rpc_method_missing = True   # gRPC's own answer: the server lacks the method
+    return err
+
+
+def method_missing(err: BaseException) -> bool:
+    """True for the UnimplementedError of a call to a method the server does not have (an older
+    server), as opposed to an UNIMPLEMENTED status its handler returned (e.g. an op without a kernel)."""
+    return getattr(err, "rpc_method_missing", False)
 
 
 def abort_context(context: grpc.ServicerContext, exc: BaseException):
@@ -163,6 +173,40 @@ def _is_abort(context) -> bool:
     except Exception:  # noqa: BLE001 - older grpc versions lack ServicerContext.code()
         return False
     return code is not None and code != grpc.StatusCode.OK
+
+
+class StreamCall:
+    """Iterates a response-streaming gRPC call, raising its failure as the TF error class naming `what`.
+
+    `cancel` (or `close`) ends the call from any thread, also while another thread waits in `next`;
+    a call dropped before its end is cancelled when collected.
+    """
+
+    __slots__ = ("_call", "_what")
+
+    def __init__(self, call, what: str):
+        self._call = call
+        self._what = what
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._call)
+        except grpc.RpcError as e:
+            raise error_from_rpc(e, self._what) from None
+
+    def cancel(self) -> None:
+        """Cancels the call (nothing happens if it already ended)."""
+        self._call.cancel()
+
+    close = cancel
+
+    def __del__(self):
+        call = getattr(self, "_call", None)
+        if call is not None and call.is_active():
+            call.cancel()
 
 
 def invoke(stub, method: str, request, timeout, what, metadata=None):

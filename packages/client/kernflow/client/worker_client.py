@@ -20,7 +20,7 @@ from kernflow.client import channels
 from kernflow.client import graph_stream
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
-from kernflow.client.rpc_errors import error_from_rpc, invoke
+from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
 
 __all__ = ["GrpcWorkerClient", "DEFAULT_TIMEOUT_S", "GET_STATUS_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -136,7 +136,7 @@ class GrpcWorkerClient:
             raise error_from_rpc(e, what) from None
         except ValueError as e:  # closed channel
             raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
-        return _stream(call, what)
+        return StreamCall(call, what)
 
     def recv_tensor_raw(self, request: worker_pb2.RecvTensorRequest,
                         timeout: float | None = None) -> Iterator[bytes]:
@@ -153,7 +153,7 @@ class GrpcWorkerClient:
             raise error_from_rpc(e, what) from None
         except ValueError as e:  # closed channel
             raise errors.UnavailableError(None, None, f"{what} is unavailable: {e}") from None
-        return _stream(call, what)
+        return StreamCall(call, what)
 
     def close(self) -> None:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
@@ -176,12 +176,3 @@ class _RawRecvStub:
             request_serializer=worker_pb2.RecvTensorRequest.SerializeToString,
             response_deserializer=None)
 
-
-def _stream(call, what: str):
-    try:
-        yield from call
-    except grpc.RpcError as e:
-        raise error_from_rpc(e, what) from None
-    finally:
-        if call.is_active():
-            call.cancel()

@@ -522,6 +522,24 @@ class Master:
         from kernflow.master.stream_step import run_step_stream
         return run_step_stream(self, request, trace_context)
 
+    def run_step_pull(self, requests, trace_context=None):
+        """Runs one step whose fetches waiting on remote tasks the client pulls itself.
+
+        Like `run_step_stream`, but a fetch produced on a task this master reaches over gRPC is
+        answered with its `FetchLocation` instead of its chunks (`stream_step`).
+
+        Args:
+            requests: an iterator of `RunStepPullRequest`: the step first; after ``done``, relay
+                requests for located fetches; it ends when the client has every value.
+            trace_context: as for `run_step_stream`.
+
+        Returns:
+            An iterator of `RunStepStreamResponse`: locations, then the chunks of the other fetches,
+            then ``done``, then the chunks of each relayed fetch.
+        """
+        from kernflow.master.stream_step import run_step_pull
+        return run_step_pull(self, requests, trace_context)
+
     def _plan_for(self, request, pull: bool):
         """Returns (session, step plan, RunOptions or None) of a RunStep request."""
         s = self._session(request.session_handle)

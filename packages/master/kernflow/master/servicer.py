@@ -4,8 +4,8 @@ Every exception a method raises ends that RPC with the matching status code (`rp
 a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) and the server keeps
 serving. The caller's trace context (W3C headers in the call metadata) is the parent of the master's
 spans ("Master.RunStep"), so the worker calls made for a step join the caller's trace: current while
-RunStep runs, handed explicitly to RunStepStream's generator (which must not keep a context attached
-across its yields).
+RunStep runs, handed explicitly to RunStepStream's and RunStepPull's generators (which must not keep
+a context attached across their yields).
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
         yield from self._master.run_step_stream(request, **kw)
+
+    @rpc_method
+    def RunStepPull(self, request_iterator, context):
+        parent = channels.incoming_context(context)
+        kw = {} if parent is None else {"trace_context": parent}
+        yield from self._master.run_step_pull(request_iterator, **kw)
 
     @rpc_method
     def CloseSession(self, request, context):

@@ -1,16 +1,24 @@
-"""RunStepStream: a step whose fetched values stream to the client as the master pulls them.
+"""RunStepStream and RunStepPull: steps whose large fetched values do not travel as one message.
 
 Large fetches through RunStep cross the wire as whole TensorProtos, twice (worker -> master in the
 RunGraph response, master -> client in the RunStep response), each a single message that gRPC and
 protobuf copy several times. In a streamed step every fetch stays in the rendezvous of the task that
 produced it (`step_routes`, ``pull=True``); while the tasks run, the master pulls each fetch with
-RecvTensor (4 MiB chunks) and forwards every chunk to the client at once, so the two hops overlap
+RecvTensor (`codec.CHUNK_BYTES` chunks) and forwards every chunk to the client at once, so the two hops overlap
 and no side ever holds the value as one message.
 
 The step's RunGraph calls run as in `Master.run_step` (concurrently, on pool threads, with the same
 deadlines, health checks and abort-on-failure); pulls happen on the calling thread, in fetch order.
 A pull that fails aborts the step, and the step's own error (the root cause) wins over the pull's.
 The stream's last message (``done``) comes after every task finished; metadata rides on it.
+
+RunStepPull (a bidirectional call) takes the master out of the data path: instead of relaying a
+fetch that waits on a task it reaches over gRPC, the master first sends its `FetchLocation` (task,
+address, step id, rendezvous key), and the client pulls it from that worker with RecvTensor, one hop
+instead of two (`kernflow.client.direct_fetch`). Fetches on a worker inside the master's process are
+still streamed here. After ``done`` the call stays open: the client may ask the master to relay a
+located fetch it could not reach (``relay``), and closes its side when it has every value; only
+then does the master free the step's state on the tasks (or at once, if the call breaks).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from kernflow.client import channels
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master import master as _master_mod
 
-__all__ = ["run_step_stream"]
+__all__ = ["run_step_stream", "run_step_pull"]
 
 _tracer = _otel.get_tracer("kernflow.master")
 _Response = master_pb2.RunStepStreamResponse
@@ -48,15 +56,39 @@ def run_step_stream(master, request, trace_context=None):
     return _traced(master, request, parent)
 
 
-def _traced(master, request, parent):
+def run_step_pull(master, requests, trace_context=None):
+    """Returns an iterator of the `RunStepStreamResponse`s of a RunStepPull (see `Master.run_step_pull`).
+
+    Args:
+        master: the `Master`.
+        requests: an iterator of `RunStepPullRequest`: the step, then relay requests; it ends when
+            the client closes its side of the call.
+        trace_context: as for `run_step_stream`.
+
+    Raises (while iterating):
+        InvalidArgumentError: the first message is not a step, or a later one not a valid relay.
+    """
+    requests = iter(requests)
+    first = next(requests, None)
+    if first is None or first.WhichOneof("kind") != "step":
+        raise errors.InvalidArgumentError(None, None, "RunStepPull: the first message must be the step "
+                                          f"(RunStepPullRequest.step), got {first}")
+    if not channels.tracing_active():
+        return _stream(master, first.step, None, requests)
+    parent = trace_context if trace_context is not None else _otel_context.get_current()
+    return _traced(master, first.step, parent, requests)
+
+
+def _traced(master, request, parent, requests=None):
     # Started explicitly and attached only around calls that need it: a generator must not keep a
     # context attached across its yields.
     span = _tracer.start_span("Master.RunStep", context=parent, kind=_otel.SpanKind.SERVER)
     span.set_attribute("kernflow.session", request.session_handle)
     span.set_attribute("kernflow.fetch_count", len(request.fetch))
     span.set_attribute("kernflow.streamed", True)
+    span.set_attribute("kernflow.client_pulls", requests is not None)
     try:
-        yield from _stream(master, request, _otel.set_span_in_context(span, parent))
+        yield from _stream(master, request, _otel.set_span_in_context(span, parent), requests)
     except BaseException as e:
         span.record_exception(e)
         span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
@@ -65,7 +97,8 @@ def _traced(master, request, parent):
         span.end()
 
 
-def _stream(master, request, trace_ctx):
+def _stream(master, request, trace_ctx, requests=None):
+    """The step's messages; `requests` (the rest of a RunStepPull call) means the client pulls."""
     s, plan, options = _in_context(trace_ctx, master._plan_for, request, True)
     step_id, reqs, timeout_ms = master._run_graph_requests(s, plan, request, options)
     outcome: queue.SimpleQueue = queue.SimpleQueue()
@@ -84,22 +117,23 @@ def _stream(master, request, trace_ctx):
     else:
         outcome.put(({}, None))
     pull_timeout_s = timeout_ms / 1000.0 + 1.0 if timeout_ms else master.run_graph_timeout_s
+    located = {}
     finished = False
     failed = True
     try:
+        if requests is not None:
+            located = _locations(master, plan, step_id, len(request.fetch))
+        for i in sorted(located):   # first, so the client's pulls start while the tasks run
+            yield _Response(fetch_index=i, location=located[i])
         for i in range(len(request.fetch)):
-            task, key = plan.routes.pulls[i]
+            if i in located:
+                continue
             try:
-                stream = _pull(master, task, step_id, key, pull_timeout_s, trace_ctx)
-                for chunk in _read_ahead(master._pool, stream):
-                    # A RunStepStreamResponse shares RecvTensorResponse's fields 1-6: parse the
-                    # worker's bytes as one (no copy into a wrapper message) and tag the fetch.
-                    msg = _Response.FromString(chunk if type(chunk) is bytes else chunk.SerializeToString())
-                    msg.fetch_index = i
-                    yield msg
+                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx)
             except Exception as e:  # noqa: BLE001 - the step's own error is the better explanation
                 err = e if isinstance(e, errors.OpError) else errors.InternalError(
-                    None, None, f"pulling fetch {request.fetch[i]!r} from {task}: {type(e).__name__}: {e}")
+                    None, None, f"pulling fetch {request.fetch[i]!r} from {plan.routes.pulls[i][0]}: "
+                    f"{type(e).__name__}: {e}")
                 master._abort(plan.tasks, step_id, err.error_code,
                               f"Step {step_id} aborted: fetching {request.fetch[i]!r} failed: {err.message}")
                 _, step_err = outcome.get()
@@ -112,10 +146,20 @@ def _stream(master, request, trace_ctx):
         finished = True
         if step_err is not None:
             raise step_err
-        failed = False
         done = master_pb2.RunStepStreamResponse(done=True)
         master._fill_metadata(s, plan, options, results, done.metadata)
         yield done
+        if requests is not None:   # until the client closes its side: relays of located fetches
+            relayed = set()
+            for msg in requests:
+                i = msg.relay if msg.WhichOneof("kind") == "relay" else -1
+                if i not in located or i in relayed:
+                    raise errors.InvalidArgumentError(
+                        None, None, f"RunStepPull: after the step, a client may only ask once each for the "
+                        f"relay of a located fetch (located: {sorted(located)}); got {msg}")
+                relayed.add(i)
+                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx)
+        failed = False
     except errors.OpError as e:
         if isinstance(e, _master_mod._REFRESH_ERRORS):
             s.refresh = True
@@ -125,6 +169,30 @@ def _stream(master, request, trace_ctx):
             master._abort(plan.tasks, step_id, errors.CANCELLED, f"Step {step_id} cancelled: the "
                           "RunStepStream caller went away")
         master._cleanup(plan.tasks if failed else plan.rendezvous_tasks, step_id)
+
+
+def _locations(master, plan, step_id: int, n: int) -> dict:
+    """{fetch index: FetchLocation} of the fetches a client can pull itself: those waiting on a
+    task the master reaches over gRPC (a worker in the master's own process is relayed)."""
+    out = {}
+    for i in range(n):
+        task, key = plan.routes.pulls[i]
+        address = getattr(master._worker(task), "address", None)
+        if isinstance(address, str) and address:
+            out[i] = master_pb2.FetchLocation(task=task, address=address, step_id=step_id, rendezvous_key=key)
+    return out
+
+
+def _relay(master, plan, request, i: int, step_id: int, timeout_s: float, trace_ctx):
+    """Pulls fetch `i` from its task and yields it as RunStepStreamResponse chunks."""
+    task, key = plan.routes.pulls[i]
+    stream = _pull(master, task, step_id, key, timeout_s, trace_ctx)
+    for chunk in _read_ahead(master._pool, stream):
+        # A RunStepStreamResponse shares RecvTensorResponse's fields 1-6: parse the worker's bytes
+        # as one (no copy into a wrapper message) and tag the fetch.
+        msg = _Response.FromString(chunk if type(chunk) is bytes else chunk.SerializeToString())
+        msg.fetch_index = i
+        yield msg
 
 
 def _pull(master, task, step_id, key, timeout_s, trace_ctx):
@@ -168,7 +236,7 @@ def _traced_pull(master, task, req, timeout_s, parent):
         span.end()
 
 
-_AHEAD = 4          # chunks pulled ahead of the one being forwarded (4 MiB each)
+_AHEAD = 8          # chunks pulled ahead of the one being forwarded (1 MiB each)
 _END = object()
 
 

@@ -68,7 +68,7 @@ class RunStepResponse(_message.Message):
     def __init__(self, tensor: _Optional[_Iterable[_Union[_worker_pb2.NamedTensor, _Mapping]]] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ...) -> None: ...
 
 class RunStepStreamResponse(_message.Message):
-    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "fetch_index", "done", "metadata")
+    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "fetch_index", "done", "metadata", "location")
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class RunStepStreamResponse(_message.Message):
     FETCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    LOCATION_FIELD_NUMBER: _ClassVar[int]
     dtype: _types_pb2.DataType
     shape: _tensor_shape_pb2.TensorShapeProto
     content: bytes
@@ -87,7 +88,28 @@ class RunStepStreamResponse(_message.Message):
     fetch_index: int
     done: bool
     metadata: _config_pb2.RunMetadata
-    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., fetch_index: _Optional[int] = ..., done: _Optional[bool] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ...) -> None: ...
+    location: FetchLocation
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., fetch_index: _Optional[int] = ..., done: _Optional[bool] = ..., metadata: _Optional[_Union[_config_pb2.RunMetadata, _Mapping]] = ..., location: _Optional[_Union[FetchLocation, _Mapping]] = ...) -> None: ...
+
+class FetchLocation(_message.Message):
+    __slots__ = ("task", "address", "step_id", "rendezvous_key")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    address: str
+    step_id: int
+    rendezvous_key: str
+    def __init__(self, task: _Optional[str] = ..., address: _Optional[str] = ..., step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ...) -> None: ...
+
+class RunStepPullRequest(_message.Message):
+    __slots__ = ("step", "relay")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    RELAY_FIELD_NUMBER: _ClassVar[int]
+    step: RunStepRequest
+    relay: int
+    def __init__(self, step: _Optional[_Union[RunStepRequest, _Mapping]] = ..., relay: _Optional[int] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_handle",)

@@ -54,6 +54,11 @@ class MasterServiceStub:
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
                 response_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
                 _registered_method=True)
+        self.RunStepPull = channel.stream_stream(
+                '/kernflow.client.protobuf.MasterService/RunStepPull',
+                request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepPullRequest.SerializeToString,
+                response_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
+                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/kernflow.client.protobuf.MasterService/CloseSession',
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.CloseSessionRequest.SerializeToString,
@@ -99,6 +104,14 @@ class MasterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunStepPull(self, request_iterator, context):
+        """RunStep for large fetches the client pulls itself: the master answers with the location of
+        every fetch a remote task produced (and streams the others), then `done` (see RunStepPullRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CloseSession(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -138,6 +151,11 @@ def add_MasterServiceServicer_to_server(servicer, server):
             'RunStepStream': grpc.unary_stream_rpc_method_handler(
                     servicer.RunStepStream,
                     request_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.FromString,
+                    response_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.SerializeToString,
+            ),
+            'RunStepPull': grpc.stream_stream_rpc_method_handler(
+                    servicer.RunStepPull,
+                    request_deserializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepPullRequest.FromString,
                     response_serializer=kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
@@ -263,6 +281,33 @@ class MasterService:
             target,
             '/kernflow.client.protobuf.MasterService/RunStepStream',
             kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepRequest.SerializeToString,
+            kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunStepPull(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/kernflow.client.protobuf.MasterService/RunStepPull',
+            kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepPullRequest.SerializeToString,
             kernflow_dot_client_dot_protobuf_dot_master__pb2.RunStepStreamResponse.FromString,
             options,
             channel_credentials,

@@ -1,0 +1,340 @@
+"""Large fetches on the client: RunStepStream (the master relays) and RunStepPull (the client pulls).
+
+A step expected to fetch at least `grpc_session.STREAM_FETCH_BYTES` leaves every fetched value in
+the rendezvous of the task that produced it. With **RunStepPull** (the default) the master answers
+each fetch waiting on a task it reaches over gRPC with a `FetchLocation`, and the client pulls the
+value from that worker itself with RecvTensor: one gRPC hop instead of two (worker -> master ->
+client). Pulls run on a small thread pool while the calling thread keeps reading the master's
+stream, so several tasks' fetches come concurrently and the master's error (say, a task died) is
+seen while a pull still waits. Chunks arrive as raw bytes, are split without copying
+(`codec.split_content`) and written once into the result array. With **RunStepStream** (the
+fallback for older masters, or with ``KERNFLOW_DIRECT_FETCH=0``) the master relays every chunk.
+
+**Reachability and identity.** A location carries the address at which the *master* reaches the
+task, which need not work from here (another network, a loopback address of the master's machine).
+Before the first pull from an address the client asks the worker there for GetStatus (a
+`PROBE_TIMEOUT_S` deadline) and checks that it is the task the location names, with the sending
+device and its incarnation taken from the rendezvous key, so another process listening at the same
+address (a local cluster of the client's own, a restarted task) is never pulled from. A loopback
+address is tried only when the master's address is loopback too. The answer is remembered per
+(address, task, device, incarnation): a verified worker for `VERIFIED_TTL_S`, a failed check for
+`UNREACHABLE_TTL_S`. A fetch on a task the client cannot reach is relayed by the master on the same
+call (``relay``) once the step is done, so the fallback costs no second step.
+
+**Errors.** The master's error is the step's root cause and wins; a pull's error is raised when the
+step itself succeeded (e.g. the producing worker died after the step, during the pull). Any failure
+cancels the call and the pulls still running, and the master then frees the step's state.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import logging
+import os
+import threading
+import time
+
+from opentelemetry import trace as _otel
+
+from kernflow.core.framework import errors
+from kernflow.client import channels
+from kernflow.client import codec
+from kernflow.client.protobuf import worker_pb2
+
+__all__ = ["ENV_VAR", "PROBE_TIMEOUT_S", "VERIFIED_TTL_S", "UNREACHABLE_TTL_S", "enabled", "read_stream",
+           "pull_step", "Unreachable", "check_reachable", "forget_reachability"]
+
+_log = logging.getLogger(__name__)
+_tracer = _otel.get_tracer("kernflow.client")
+
+ENV_VAR = "KERNFLOW_DIRECT_FETCH"   # "0" (or false/no/off): the master relays every fetch
+PROBE_TIMEOUT_S = 2.0
+VERIFIED_TTL_S = 300.0
+UNREACHABLE_TTL_S = 30.0
+# A pull of a step without a timeout: as long as the master would wait for it (a day).
+_NO_DEADLINE_S = 24 * 3600.0
+_RUN_GRACE_S = 1.0
+_MAX_POOL = 8
+_MAX_REMEMBERED = 4096
+
+
+def enabled() -> bool:
+    """Whether clients pull large fetches themselves (``KERNFLOW_DIRECT_FETCH``, default on)."""
+    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ---------------------------------------------------------------------------- assembly
+class _Chunks:
+    """The consecutive chunks of one fetch in a stream of ``(message, content)`` pairs."""
+
+    def __init__(self, it, first):
+        self._it = it
+        self.index = first[0].fetch_index
+        self.next = first          # the first item after this fetch's chunks, once iterated
+
+    def __iter__(self):
+        item = self.next
+        while True:
+            yield item
+            item = next(self._it, None)
+            if item is None or item[0].done or item[0].fetch_index != self.index:
+                self.next = item
+                return
+
+
+def _value(chunks, name: str):
+    value, is_dead = codec.assemble_recv_chunks(chunks)
+    return _live(value, is_dead, name)
+
+
+def _live(value, is_dead: bool, name: str):
+    if is_dead:
+        raise errors.InvalidArgumentError(None, None, f"Fetched tensor {name} was not computed "
+                                          f"(it is on an untaken branch of a conditional)")
+    return value
+
+
+def _claim(i: int, fetches, seen: set, address: str) -> None:
+    if not 0 <= i < len(fetches) or i in seen:
+        raise errors.InternalError(None, None, f"master at {address} streamed fetch {i} out of order "
+                                   f"({len(fetches)} fetches)")
+    seen.add(i)
+
+
+def _check_all(fetches, seen: set, address: str) -> None:
+    if len(seen) != len(fetches):
+        missing = [fetches[i] for i in range(len(fetches)) if i not in seen]
+        raise errors.InternalError(None, None, f"master at {address} did not return {missing}")
+
+
+def _metadata(done):
+    return done.metadata if done.HasField("metadata") else None
+
+
+def read_stream(responses, fetches, address: str):
+    """Assembles the fetched values of a RunStepStream; returns (values, RunMetadata or None).
+
+    Args:
+        responses: ``(RunStepStreamResponse, content)`` pairs (`GrpcMasterClient.run_step_stream`).
+        fetches: the fetched tensor names.
+        address: the master's, for error messages.
+    """
+    it = iter(responses)
+    out = [None] * len(fetches)
+    seen: set = set()
+    item = next(it, None)
+    while item is not None and not item[0].done:
+        chunks = _Chunks(it, item)
+        _claim(chunks.index, fetches, seen, address)
+        out[chunks.index] = _value(chunks, fetches[chunks.index])
+        item = chunks.next
+    if item is None:
+        raise errors.DataLossError(None, None, f"RunStepStream from master at {address} ended early")
+    _check_all(fetches, seen, address)
+    for _ in it:   # let the call finish cleanly
+        pass
+    return out, _metadata(item[0])
+
+
+# ---------------------------------------------------------------------------- reachability
+class Unreachable(Exception):
+    """The client cannot, or must not, pull from a location's address (the master relays instead)."""
+
+
+_checked: dict[tuple, tuple[bool, float, str]] = {}   # key -> (ok, valid until, why not)
+_checked_lock = threading.Lock()
+
+
+def _host(address: str) -> str:
+    return address.rpartition(":")[0].strip("[]").lower()
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "ip6-localhost", "::1", "0.0.0.0", "::") or host.startswith("127.")
+
+
+def _sender(location) -> tuple[str, str]:
+    """(sending device, its incarnation in hex) from the location's rendezvous key."""
+    fields = location.rendezvous_key.split(";")
+    return (fields[0], fields[1]) if len(fields) == 5 else ("", "")
+
+
+def check_reachable(location, master_address: str) -> None:
+    """Returns if the client may pull from `location`'s worker; raises `Unreachable` otherwise.
+
+    The GetStatus check is made once per (address, task, sending device, incarnation) and
+    remembered (see the module docstring).
+    """
+    device, incarnation = _sender(location)
+    key = (location.address, location.task, device, incarnation, _is_loopback(_host(master_address)))
+    now = time.monotonic()
+    hit = _checked.get(key)
+    if hit is None or now >= hit[1]:
+        ok, why = _probe(location, device, incarnation, master_address)
+        hit = (ok, now + (VERIFIED_TTL_S if ok else UNREACHABLE_TTL_S), why)
+        with _checked_lock:
+            if len(_checked) >= _MAX_REMEMBERED:
+                _checked.clear()
+            _checked[key] = hit
+        if not ok:
+            _log.info("fetches from %s at %s are relayed by the master: %s", location.task,
+                      location.address, why)
+    if not hit[0]:
+        raise Unreachable(hit[2])
+
+
+def forget_reachability() -> None:
+    """Forgets every remembered check (tests; a client whose network changed)."""
+    with _checked_lock:
+        _checked.clear()
+
+
+def _probe(location, device: str, incarnation: str, master_address: str) -> tuple[bool, str]:
+    if _is_loopback(_host(location.address)) and not _is_loopback(_host(master_address)):
+        return False, f"{location.address} is a loopback address on the master's machine"
+    from kernflow.client.worker_client import GrpcWorkerClient
+    try:
+        st = GrpcWorkerClient(location.address, location.task).get_status(timeout=PROBE_TIMEOUT_S)
+    except errors.OpError as e:
+        return False, f"GetStatus failed: {e.message}"
+    except Exception as e:  # noqa: BLE001 - a malformed address, ...: relay
+        return False, f"GetStatus failed: {type(e).__name__}: {e}"
+    task = f"/job:{st.job}/replica:0/task:{st.task}"
+    if task != location.task:
+        return False, f"the worker at {location.address} is {task}, not {location.task}"
+    if device and not any(d.name == device and format(d.incarnation, "x") == incarnation
+                          for d in st.device_attributes):
+        return False, (f"the worker at {location.address} has no device {device} of incarnation "
+                       f"{incarnation} (it restarted, or is another process)")
+    return True, ""
+
+
+# ---------------------------------------------------------------------------- RunStepPull
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(_MAX_POOL, thread_name_prefix="kernflow-fetch")
+    return _pool
+
+
+_R = worker_pb2.RecvTensorResponse
+
+
+class _Pull:
+    """One fetch pulled from the worker at its location, on a pool thread; `cancel` from any thread."""
+
+    def __init__(self, location, timeout_s: float, master_address: str):
+        self.location = location
+        self.timeout_s = timeout_s
+        self.master_address = master_address
+        self._lock = threading.Lock()
+        self._call = None
+        self._cancelled = False
+        self.future = _executor().submit(contextvars.copy_context().run, self._run)
+
+    def _run(self):
+        """Returns (array, is_dead); raises `Unreachable` (nothing was pulled) or an OpError."""
+        loc = self.location
+        check_reachable(loc, self.master_address)
+        if not channels.tracing_active():
+            return self._recv()
+        with _tracer.start_as_current_span("RecvTensor", kind=_otel.SpanKind.CLIENT) as span:
+            span.set_attribute("kernflow.task", loc.task)
+            span.set_attribute("kernflow.step_id", loc.step_id)
+            span.set_attribute("kernflow.rendezvous_key", loc.rendezvous_key)
+            span.set_attribute("kernflow.direct", True)
+            value, is_dead = self._recv()
+            span.set_attribute("kernflow.bytes", 0 if value is None else int(value.nbytes))
+            return value, is_dead
+
+    def _recv(self):
+        from kernflow.client.worker_client import GrpcWorkerClient
+        loc = self.location
+        req = worker_pb2.RecvTensorRequest(step_id=loc.step_id, rendezvous_key=loc.rendezvous_key)
+        with self._lock:
+            if self._cancelled:
+                raise errors.CancelledError(None, None, f"pull of {loc.rendezvous_key!r} cancelled")
+            self._call = GrpcWorkerClient(loc.address, loc.task).recv_tensor_raw(req, timeout=self.timeout_s)
+        return codec.assemble_recv_chunks(codec.split_content(buf, _R) for buf in self._call)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            call = self._call
+        self.future.cancel()
+        if call is not None:
+            call.cancel()
+
+
+def pull_step(master, request, fetches, address: str):
+    """Runs one step with RunStepPull; returns (values, RunMetadata or None).
+
+    Args:
+        master: the `GrpcMasterClient`.
+        request: the `RunStepRequest`.
+        fetches: the fetched tensor names (``request.fetch``).
+        address: the master's, for error messages and the loopback rule.
+
+    Raises:
+        The master's error for the step; otherwise a pull's (the fetch's task failed mid-pull...).
+        UnimplementedError from `rpc_errors.method_missing`: the master has no RunStepPull.
+    """
+    timeout_ms = request.options.timeout_in_ms
+    pull_timeout_s = timeout_ms / 1000.0 + _RUN_GRACE_S if timeout_ms > 0 else _NO_DEADLINE_S
+    call = master.run_step_pull(request)
+    pulls: dict[int, _Pull] = {}
+    out = [None] * len(fetches)
+    seen: set = set()
+    complete = False
+    try:
+        it = iter(call)
+        item = next(it, None)
+        while item is not None and not item[0].done:
+            msg = item[0]
+            _claim(msg.fetch_index, fetches, seen, address)
+            if msg.HasField("location"):   # pulled from its worker while the stream goes on
+                pulls[msg.fetch_index] = _Pull(msg.location, pull_timeout_s, address)
+                item = next(it, None)
+                continue
+            chunks = _Chunks(it, item)
+            out[chunks.index] = _value(chunks, fetches[chunks.index])
+            item = chunks.next
+        if item is None:
+            raise errors.DataLossError(None, None, f"RunStepPull from master at {address} ended early")
+        _check_all(fetches, seen, address)
+        done = item[0]
+        relays = []
+        for i, p in pulls.items():
+            try:
+                value, is_dead = p.future.result()
+            except Unreachable:
+                relays.append(i)
+                continue
+            out[i] = _live(value, is_dead, fetches[i])
+        for i in relays:   # all asked for at once: each relayed fetch then ends where the next begins
+            call.relay(i)
+        call.close()
+        item = next(it, None)
+        for i in relays:
+            if item is None or item[0].done or item[0].fetch_index != i:
+                raise errors.DataLossError(None, None, f"RunStepPull from master at {address} did not "
+                                           f"relay fetch {fetches[i]!r}")
+            chunks = _Chunks(it, item)
+            out[i] = _value(chunks, fetches[i])
+            item = chunks.next
+        if item is not None:
+            raise errors.InternalError(None, None, f"master at {address} sent more than was asked for")
+        complete = True
+        return out, _metadata(done)
+    finally:
+        if not complete:
+            call.cancel()
+            for p in pulls.values():
+                p.cancel()
