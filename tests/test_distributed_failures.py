@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading

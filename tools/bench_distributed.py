@@ -6,8 +6,12 @@ but unlimited message size) serve the benchmark process, which is the client of 
 
 Workloads:
   fetch_64mib            ``sess.run(v)`` of a 64 MiB float32 variable living on task 1, through the
-                         master of task 0 (client <- master <- task 1), in MB/s; against one unary
-                         grpcio call returning 64 MiB of bytes (identity serializers: no protobuf).
+                         master of task 0, in MB/s: RunStepPull, where the client pulls the value
+                         from task 1 itself (client <- task 1); against one unary grpcio call
+                         returning 64 MiB of bytes (identity serializers: no protobuf).
+  fetch_64mib_relayed_by_master
+                         the same with KERNFLOW_DIRECT_FETCH=0: the master pulls and relays
+                         (client <- master <- task 1, RunStepStream).
   trivial_step           ``y = x + 1`` on a [1] placeholder, cached, op on task 0 (the master's own
                          task: one RPC hop); against a unary grpcio echo of 4 bytes.
   trivial_step_on_task1  the same op placed on task 1 (client -> master -> task 1: two hops).
@@ -19,7 +23,8 @@ glibc's malloc thresholds, as every kernflow process with a CPU device does; the
 never does.
 
 Usage: python tools/bench_distributed.py [--rounds 9] [--steps 300] [--mib 64] [--quick]
-                                         [--tune-client-malloc]
+                                         [--tune-client-malloc] [--skip-fetch] [--skip-step]
+                                         [--skip-relay]
 """
 
 from __future__ import annotations
@@ -104,6 +109,11 @@ def _interleave(a, b, rounds: int, n: int) -> dict:
             "a_best": min(ta), "b_best": min(tb)}
 
 
+def _fetch_result(r: dict, nbytes: int) -> dict:
+    return {"MB_per_s": nbytes / r["a"] / 1e6, "grpc_unary_MB_per_s": nbytes / r["b"] / 1e6,
+            "speedup_vs_grpc_unary": 1 / r["ratio"], "ms": r["a"] * 1e3, "grpc_unary_ms": r["b"] * 1e3}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -113,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 rounds, 100 steps, 1 fetch per round")
     ap.add_argument("--skip-fetch", action="store_true")
     ap.add_argument("--skip-step", action="store_true")
+    ap.add_argument("--skip-relay", action="store_true",
+                    help="do not also measure the fetch relayed by the master (KERNFLOW_DIRECT_FETCH=0)")
     ap.add_argument("--tune-client-malloc", action="store_true",
                     help="apply the CPU plugin's malloc tuning in this (client) process too")
     ap.add_argument("--serve-task", type=int, help=argparse.SUPPRESS)
@@ -132,6 +144,7 @@ def main(argv=None) -> int:
     import grpc
 
     import kernflow.core as kf
+    from kernflow.client import fetch_stream
     tuned = False
     if args.tune_client_malloc:
         from kernflow.kernels.cpu.allocator import tune_host_allocator
@@ -173,10 +186,16 @@ def main(argv=None) -> int:
                 got = sess.run(v)
                 assert got.shape == (nbytes // 4,) and got.dtype == np.float32
                 r = _interleave(lambda: sess.run(v), lambda: blob(b"", timeout=60), args.rounds, args.fetches)
-                results[f"fetch_{args.mib}mib"] = {
-                    "MB_per_s": nbytes / r["a"] / 1e6, "grpc_unary_MB_per_s": nbytes / r["b"] / 1e6,
-                    "speedup_vs_grpc_unary": 1 / r["ratio"], "ms": r["a"] * 1e3,
-                    "grpc_unary_ms": r["b"] * 1e3}
+                results[f"fetch_{args.mib}mib"] = _fetch_result(r, nbytes)
+                if not args.skip_relay:   # the same fetch relayed by the master (RunStepStream)
+                    os.environ[fetch_stream.ENV_VAR] = "0"
+                    try:
+                        got = sess.run(v)
+                        r = _interleave(lambda: sess.run(v), lambda: blob(b"", timeout=60), args.rounds,
+                                        args.fetches)
+                    finally:
+                        os.environ.pop(fetch_stream.ENV_VAR)
+                    results[f"fetch_{args.mib}mib_relayed_by_master"] = _fetch_result(r, nbytes)
         channel.close()
     finally:
         for p in children:

@@ -172,3 +172,35 @@ def test_python_values_use_tf_default_dtypes():
     assert codec.proto_to_tensor(codec.tensor_to_proto(1.5)).dtype == np.float32
     assert codec.proto_to_tensor(codec.tensor_to_proto([1, 2])).dtype == np.int32
     assert codec.proto_to_tensor(codec.tensor_to_proto(b"hi")).tolist() == b"hi"
+
+
+_ENCODED = [np.arange(10, dtype=np.float32), np.zeros((0, 3)), np.float64(2.5), np.arange(6, dtype=">i4"),
+            np.arange(1000, dtype=np.int64).reshape(10, 100)[:, ::3], np.array([b"x", b"", b"yz"], dtype=object)]
+
+
+@pytest.mark.parametrize("value", _ENCODED + [None], ids=lambda v: "dead" if v is None else str(np.asarray(v).dtype))
+@pytest.mark.parametrize("chunk_bytes", [8, 1 << 20])
+def test_encoded_chunks_are_the_serialized_messages(value, chunk_bytes):
+    """What servers send (`encode_recv_chunks`) parses to exactly what `iter_recv_chunks` builds."""
+    R = worker_pb2.RecvTensorResponse
+    want = list(codec.iter_recv_chunks(value, is_dead=value is None, chunk_bytes=chunk_bytes))
+    raw = list(codec.encode_recv_chunks(value, is_dead=value is None, chunk_bytes=chunk_bytes))
+    assert all(type(b) is bytes for b in raw)
+    assert [R.FromString(b) for b in raw] == want
+    got, dead = codec.assemble_recv_chunks(codec.split_content(b, R) for b in raw)
+    assert dead == (value is None)
+    if value is not None:
+        assert got.tolist() == np.asarray(value).tolist()
+
+
+@pytest.mark.parametrize("value", _ENCODED[:5], ids=lambda v: str(np.asarray(v).dtype))
+def test_a_snapshot_is_its_serialized_messages(value):
+    arr = np.array(value)
+    snap = codec.snapshot(arr, chunk_bytes=16)
+    assert isinstance(snap, codec.WireSnapshot)
+    assert list(codec.encode_recv_chunks(snap)) == list(codec.encode_recv_chunks(arr, chunk_bytes=16))
+    if arr.size:
+        arr.reshape(-1)[0] = 99          # a later update of the buffer does not reach the snapshot
+    np.testing.assert_array_equal(snap.array(), np.asarray(value))
+    assert [m.content for m in codec.iter_recv_chunks(snap, chunk_bytes=16)] == \
+        [m.content for m in codec.iter_recv_chunks(np.asarray(value), chunk_bytes=16)]

@@ -275,3 +275,38 @@ def test_run_graph_streamed_deadline_and_dead_worker(servers, monkeypatch):
         c.run_graph_streamed(req("y"), timeout=10)
     assert time.monotonic() - t < 5
     graph_stream.close(s0.address)
+
+
+@pytest.mark.parametrize("registration", ["add_to_server", "generated"])
+def test_recv_tensor_serves_with_either_registration(registration):
+    """`add_to_server` sends RecvTensor's chunks as the worker serialized them; a servicer registered
+    with the generated function yields messages instead, and both arrive the same."""
+    import concurrent.futures
+
+    import grpc
+
+    from kernflow.client import channels
+    from kernflow.client.protobuf import worker_pb2_grpc
+    from kernflow.worker.servicer import WorkerServicer, add_to_server
+    from kernflow.worker.worker import Worker
+    worker = Worker("worker", 1)
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(4), options=list(channels.SERVER_OPTIONS))
+    servicer = WorkerServicer(worker)
+    if registration == "add_to_server":
+        add_to_server(servicer, server)
+    else:
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        client = GrpcWorkerClient(f"127.0.0.1:{port}", T1)
+        arr = np.arange(3 << 18, dtype=np.float32)
+        key = create_key(CPU1, worker.devices[0].incarnation, CPU0, "v:0")
+        worker._step(5).send(key, arr)
+        out, _ = codec.assemble_recv_chunks(client.recv_tensor(
+            worker_pb2.RecvTensorRequest(step_id=5, rendezvous_key=key), timeout=10))
+        np.testing.assert_array_equal(out, arr)
+        assert client.get_status().task == 1     # the other methods are registered too
+    finally:
+        server.stop(0)
+        worker.close()

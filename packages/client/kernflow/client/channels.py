@@ -20,7 +20,7 @@ import threading
 
 import grpc
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "get_channel", "get_stub", "evict", "close_all",
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "get_channel", "get_stub", "evict", "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
 
 CHANNEL_OPTIONS = (
@@ -53,6 +53,39 @@ SERVER_OPTIONS = (
 _lock = threading.Lock()
 _channels: dict[str, grpc.Channel] = {}
 _stubs: dict[tuple[str, type], object] = {}
+
+
+_HANDLER_FACTORIES = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> None:
+    """Registers `servicer` for every method of `service` on `server`, like the generated
+    ``add_*Servicer_to_server``, except that the methods named in `raw_responses` have no response
+    serializer: their handlers return (or yield) serialized messages, built without a protobuf
+    message (large tensor chunks whose payload would otherwise be copied twice more).
+
+    Args:
+        server: a `grpc.Server`.
+        service: the protobuf `ServiceDescriptor` (``*_pb2.DESCRIPTOR.services_by_name[...]``).
+        servicer: an object with a method per RPC.
+        raw_responses: names of the methods whose responses are bytes already.
+    """
+    from google.protobuf import message_factory
+    handlers = {}
+    for m in service.methods:
+        make = _HANDLER_FACTORIES[(m.client_streaming, m.server_streaming)]
+        response = message_factory.GetMessageClass(m.output_type)
+        handlers[m.name] = make(
+            getattr(servicer, m.name),
+            request_deserializer=message_factory.GetMessageClass(m.input_type).FromString,
+            response_serializer=None if m.name in raw_responses else response.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
 
 
 def get_channel(address: str) -> grpc.Channel:

@@ -5,7 +5,9 @@ Numeric tensors always travel as raw little-endian bytes (`TensorProto.tensor_co
 repeated `string_val` bytes. A RecvTensor stream's first message carries dtype, shape and
 `total_bytes`; every message carries the next slice of the bytes, cut from a memoryview of the
 C-contiguous array (one copy per chunk, into the message) and written straight into a preallocated
-array on the receiving side.
+array on the receiving side. Servers send the messages serialized by hand (`encode_recv_chunks`: a
+message is the concatenation of its fields, so the payload is copied once, with no protobuf message
+in between).
 
 For string tensors, `total_bytes` is the sum of the strings' byte lengths and the elements are
 spread over the messages' `string_val` fields in order.
@@ -29,7 +31,7 @@ from kernflow.core.protobuf import tensor_shape_pb2
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.client.protobuf import worker_pb2
 
-__all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks",
+__all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks", "encode_recv_chunks",
            "assemble_recv_chunks", "split_content", "to_host_array", "WireSnapshot", "snapshot"]
 
 # RecvTensor chunk size. 1 MiB measured fastest for a 64 MiB fetch over loopback (tools/
@@ -184,23 +186,53 @@ def proto_to_tensor(proto: tensor_pb2.TensorProto) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- RecvTensor streams
+_R = worker_pb2.RecvTensorResponse
+_CONTENT_KEY = b"\x1a"    # field 3 (content), wire type 2 (length-delimited)
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _frame(head: bytes, payload) -> bytes:
+    """A serialized RecvTensorResponse: `head` (its other fields, serialized) and `payload` as its
+    content, copied once (a serialized message is the concatenation of its fields)."""
+    return b"".join((head, _CONTENT_KEY, _varint_bytes(len(payload)), payload))
+
+
+def _numeric_frames(enum: int, shape, view: memoryview, total: int, chunk_bytes: int) -> Iterator[bytes]:
+    head = _R(dtype=enum, shape=_shape_proto(shape), total_bytes=total).SerializeToString()
+    yield _frame(head, view[:chunk_bytes]) if total else head
+    for start in range(chunk_bytes, total, chunk_bytes):
+        yield _frame(b"", view[start:start + chunk_bytes])
+
+
 class WireSnapshot:
-    """A copy of a numeric host tensor, taken as the byte chunks a RecvTensor stream carries.
+    """A copy of a numeric host tensor, taken as the serialized RecvTensor messages that carry it.
 
     What a `_Send` keeps of a variable's live buffer that another task will pull: the snapshot copy
-    it needs (a later step may update the variable) is the one `iter_recv_chunks` would otherwise
-    make chunk by chunk, so the tensor is copied once instead of twice, into reusable heap blocks.
+    it needs (a later step may update the variable) is made straight into the messages RecvTensor
+    sends, so the tensor is copied once, and serving the pull copies nothing more.
     """
 
-    __slots__ = ("dtype_enum", "wire", "shape", "chunks", "nbytes")
+    __slots__ = ("dtype_enum", "wire", "shape", "frames", "nbytes")
 
-    def __init__(self, dtype_enum: int, wire: np.dtype, shape: tuple, chunks: list, nbytes: int):
+    def __init__(self, dtype_enum: int, wire: np.dtype, shape: tuple, frames: list, nbytes: int):
         self.dtype_enum, self.wire, self.shape = dtype_enum, wire, shape
-        self.chunks, self.nbytes = chunks, nbytes
+        self.frames, self.nbytes = frames, nbytes
 
     def array(self) -> np.ndarray:
-        """The tensor as a (read-only) numpy array."""
-        return np.frombuffer(b"".join(self.chunks), dtype=self.wire).reshape(self.shape)
+        """The tensor as a fresh numpy array."""
+        value, _ = assemble_recv_chunks(split_content(f, _R) for f in self.frames)
+        return value
 
 
 def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
@@ -211,9 +243,32 @@ def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
     enum, wire = _encoding(arr.dtype)
     if arr.dtype != wire or not arr.flags.c_contiguous:
         arr = np.asarray(arr, dtype=wire, order="C")
-    view = _byte_view(arr)
-    chunks = [bytes(view[i:i + chunk_bytes]) for i in range(0, arr.nbytes, chunk_bytes)] or [b""]
-    return WireSnapshot(enum, wire, arr.shape, chunks, arr.nbytes)
+    frames = list(_numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes))
+    return WireSnapshot(enum, wire, arr.shape, frames, arr.nbytes)
+
+
+def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """Yields the serialized RecvTensorResponse messages that carry `value` (see `iter_recv_chunks`).
+
+    What a RecvTensor server sends: a numeric tensor's bytes are copied once per chunk, straight
+    into the message (no protobuf message is built); a `WireSnapshot`'s messages are yielded as
+    they are.
+    """
+    if chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+    if isinstance(value, WireSnapshot) and not is_dead:
+        yield from value.frames
+        return
+    if not is_dead and value is not None:
+        arr = to_host_array(value)
+        if not _is_string(arr):
+            dt, wire = _wire_dtype(arr)
+            arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            yield from _numeric_frames(dt.as_datatype_enum, arr.shape, _byte_view(arr), arr.nbytes,
+                                       chunk_bytes)
+            return
+    for msg in iter_recv_chunks(value, is_dead, chunk_bytes):
+        yield msg.SerializeToString()
 
 
 def iter_recv_chunks(value, is_dead: bool = False,
@@ -225,12 +280,14 @@ def iter_recv_chunks(value, is_dead: bool = False,
     `is_dead` set (and the dtype/shape of `value` when one is given).
 
     Args:
-        value: the tensor (numpy array or scalar), or None for a dead tensor.
+        value: the tensor (numpy array or scalar, or a `WireSnapshot`), or None for a dead tensor.
         is_dead: whether the tensor is dead (an untaken branch of control flow).
         chunk_bytes: the most bytes of content per message.
     """
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+    if isinstance(value, WireSnapshot):
+        value = value.array()
     if is_dead or value is None:
         msg = worker_pb2.RecvTensorResponse(is_dead=True)
         if value is not None:
@@ -238,12 +295,6 @@ def iter_recv_chunks(value, is_dead: bool = False,
             msg.dtype = (_dtypes.string if _is_string(arr) else _dtypes.as_dtype(arr.dtype)).as_datatype_enum
             msg.shape.CopyFrom(_shape_proto(arr.shape))
         yield msg
-        return
-    if isinstance(value, WireSnapshot):   # already cut into chunks (of its own size)
-        yield worker_pb2.RecvTensorResponse(dtype=value.dtype_enum, shape=_shape_proto(value.shape),
-                                            total_bytes=value.nbytes, content=value.chunks[0])
-        for chunk in value.chunks[1:]:
-            yield worker_pb2.RecvTensorResponse(content=chunk)
         return
     arr = to_host_array(value)
     if _is_string(arr):

@@ -16,10 +16,9 @@ import threading
 import grpc
 
 from kernflow.client import channels
-from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
-from kernflow.worker.servicer import WorkerServicer
+from kernflow.worker.servicer import WorkerServicer, add_to_server
 from kernflow.worker.worker import Worker
 
 __all__ = ["WorkerServer", "static_resolver", "parse_cluster_spec", "register_in_etcd", "DEFAULT_MAX_WORKERS"]
@@ -113,7 +112,7 @@ class WorkerServer:
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix=f"kernflow-worker-{job}-{task}"),
             options=list(channels.SERVER_OPTIONS))
-        worker_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(self.worker), self._server)
+        add_to_server(WorkerServicer(self.worker), self._server)
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         try:
             self.port = self._server.add_insecure_port(bind)

@@ -8,6 +8,10 @@ caller goes away (cancelled, or past its deadline) aborts its step here.
 The caller's W3C trace context (gRPC metadata) is the parent of the worker's spans: RunGraph's and
 RegisterGraph's is made current while the worker runs them, RecvTensor's is handed to the worker's
 generator explicitly (a generator must not hold a context attached across its yields).
+
+RecvTensor's responses leave as the bytes the worker serialized itself (`codec.encode_recv_chunks`:
+the payload copied once, or not at all for a variable's snapshot), so the servicer must be
+registered with `add_to_server`, which sets no response serializer for that method.
 """
 
 from __future__ import annotations
@@ -17,7 +21,17 @@ from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method, status_for_exception
 
-__all__ = ["WorkerServicer"]
+__all__ = ["WorkerServicer", "add_to_server"]
+
+# Methods whose handlers yield their responses already serialized (see `channels.add_servicer`).
+RAW_RESPONSES = ("RecvTensor",)
+
+
+def add_to_server(servicer, server) -> None:
+    """Registers `servicer` (a `WorkerServicer`) on a `grpc.Server`, RecvTensor's responses raw."""
+    servicer.raw_responses = True
+    channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"], servicer,
+                          raw_responses=RAW_RESPONSES)
 
 
 def _remaining(context):
@@ -31,6 +45,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     def __init__(self, worker):
         self._worker = worker
+        # Set by `add_to_server`: RecvTensor yields serialized messages. (Registered with the
+        # generated add_WorkerServiceServicer_to_server, it yields messages.)
+        self.raw_responses = False
 
     @rpc_method
     def GetStatus(self, request, context):
@@ -69,8 +86,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def RecvTensor(self, request, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        yield from self._worker.recv_tensor(request, timeout=_remaining(context),
-                                            on_cancel=context.add_callback, **kw)
+        raw = getattr(self._worker, "recv_tensor_raw", None)
+        if raw is None:   # a worker-like object without it
+            chunks = self._worker.recv_tensor(request, timeout=_remaining(context),
+                                              on_cancel=context.add_callback, **kw)
+            yield from ((m.SerializeToString() for m in chunks) if self.raw_responses else chunks)
+            return
+        chunks = raw(request, timeout=_remaining(context), on_cancel=context.add_callback, **kw)
+        R = worker_pb2.RecvTensorResponse
+        yield from (chunks if self.raw_responses else (R.FromString(b) for b in chunks))
 
     @rpc_method
     def CleanupGraph(self, request, context):

@@ -583,6 +583,13 @@ class Worker:
             DeadlineExceededError: nothing was sent in time. AbortedError (or the abort's error):
             the step was aborted or already cleaned up.
         """
+        R = worker_pb2.RecvTensorResponse
+        return (R.FromString(b) for b in self.recv_tensor_raw(req, timeout, on_cancel, trace_context))
+
+    def recv_tensor_raw(self, req, timeout=None, on_cancel=None, trace_context=None):
+        """`recv_tensor`, but yields each RecvTensorResponse serialized (what the gRPC servicer sends,
+        and what in-process pullers split with `codec.split_content`): the payload is copied at most
+        once on the way, and not at all for a variable's snapshot (`codec.encode_recv_chunks`)."""
         if not _tracing():
             return self._recv_tensor(req, timeout, on_cancel)
         if trace_context is None:
@@ -598,9 +605,9 @@ class Worker:
         span.set_attribute("kernflow.rendezvous_key", req.rendezvous_key)
         try:
             n = 0
-            for msg in self._recv_tensor(req, timeout, on_cancel):
-                n += len(msg.content)
-                yield msg
+            for buf in self._recv_tensor(req, timeout, on_cancel):
+                n += len(codec.split_content(buf, worker_pb2.RecvTensorResponse)[1])
+                yield buf
             span.set_attribute("kernflow.bytes", n)
         except BaseException as e:
             span.record_exception(e)
@@ -644,7 +651,7 @@ class Worker:
             raise err
         if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
             value = send_dev.to_host(value)   # still in the sender's device memory
-        yield from codec.iter_recv_chunks(value, is_dead)
+        yield from codec.encode_recv_chunks(value, is_dead)
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
         """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""

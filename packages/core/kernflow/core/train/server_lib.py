@@ -210,11 +210,10 @@ class Server:
             raise ValueError(f"The address of /job:{job_name}/task:{task_index} must be 'host:port', "
                              f"got {address!r}")
         try:
-            from kernflow.client.protobuf import worker_pb2_grpc
             from kernflow.client.worker_client import GrpcWorkerClient
             from kernflow.master.master import Master
             from kernflow.master.server import MasterServer
-            from kernflow.worker.servicer import WorkerServicer
+            from kernflow.worker.servicer import WorkerServicer, add_to_server
             from kernflow.worker.worker import Worker
         except ImportError as e:
             raise ImportError(f"{_MISSING} ({e})") from e
@@ -231,7 +230,7 @@ class Server:
                               local_task=self._task_name)
 
         def add_worker_service(grpc_server):
-            worker_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(self._worker), grpc_server)
+            add_to_server(WorkerServicer(self._worker), grpc_server)
 
         local = host in ("localhost", "127.0.0.1", "::1", "[::1]")
         self._server = None
