@@ -162,3 +162,34 @@ def test_rpc_method_decorator_unary_and_streaming():
     with pytest.raises(Aborted):
         s.SelfAborting("x", ctx)
     assert ctx.status == (grpc.StatusCode.PERMISSION_DENIED, "nope")
+
+
+def test_a_stream_whose_caller_went_away_ends_quietly(caplog):
+    """Reading the request stream of a cancelled call raises a bare grpc.RpcError: not an error to
+    report (nobody is listening) nor to log as an internal failure."""
+    class Gone(FakeContext):
+        def is_active(self):
+            return False
+
+    class Here(FakeContext):
+        def is_active(self):
+            return True
+
+    class Servicer:
+        @rpc_errors.rpc_method
+        def Bidi(self, requests, context):
+            for r in requests:
+                yield r
+
+    def cancelled():
+        yield 1
+        raise grpc.RpcError()
+
+    ctx = Gone()
+    with caplog.at_level("DEBUG"):
+        assert list(Servicer().Bidi(cancelled(), ctx)) == [1]
+    assert ctx.status is None and "internal error" not in caplog.text
+    ctx = Here()      # the same error on a live call is reported
+    with pytest.raises(Aborted):
+        list(Servicer().Bidi(cancelled(), ctx))
+    assert ctx.status[0] is grpc.StatusCode.INTERNAL

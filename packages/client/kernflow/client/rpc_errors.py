@@ -151,6 +151,11 @@ def rpc_method(fn):
             except Exception as e:  # noqa: BLE001 - reported to the caller as a status
                 if _is_abort(context):
                     raise
+                if isinstance(e, grpc.RpcError) and not _active(context):
+                    # Reading the caller's request stream failed because the caller cancelled or
+                    # went away: nobody is left to tell.
+                    _log.debug("%s: the caller went away", fn.__name__)
+                    return
                 abort_context(context, e)
         return stream
 
@@ -163,6 +168,13 @@ def rpc_method(fn):
                 raise
             abort_context(context, e)
     return unary
+
+
+def _active(context) -> bool:
+    try:
+        return context.is_active()
+    except Exception:  # noqa: BLE001 - a test double without is_active
+        return True
 
 
 def _is_abort(context) -> bool:
