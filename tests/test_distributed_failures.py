@@ -168,6 +168,21 @@ def _run_in_thread(fn):
 
 
 # ---------------------------------------------------------------------------- dead workers
+def _kill_task1_and_check_the_step_fails_fast(kids, thread, box) -> float:
+    """SIGKILLs task 1 while `thread` (`_run_in_thread`) runs a step; checks that the step failed
+    within 5 s with UnavailableError or AbortedError naming task 1. Returns when it was killed."""
+    assert "end" not in box, "the step ended before its worker was killed"
+    killed_at = time.monotonic()
+    kids[1].signal(signal.SIGKILL)
+    thread.join(15)
+    assert not thread.is_alive(), "the step hangs after its worker died"
+    err = box.get("error")
+    assert isinstance(err, (errors.UnavailableError, errors.AbortedError)), repr(err)
+    assert T1 in str(err), str(err)
+    assert box["end"] - killed_at < 5.0
+    return killed_at
+
+
 def _chains_graph(length):
     """A matmul chain on each task (slow for big inputs); task 0 adds task 1's result to its own."""
     g = kf.Graph()
@@ -213,15 +228,7 @@ def test_worker_killed_during_a_step_fails_it_fast_and_the_survivor_aborts():
                     assert time.monotonic() < deadline, "the step never reached task 0"
                     time.sleep(0.01)
                 time.sleep(1.0)                       # both tasks are deep in their matmul chains
-                assert "end" not in box
-                killed_at = time.monotonic()
-                kids[1].signal(signal.SIGKILL)
-                thread.join(15)
-                assert not thread.is_alive(), "the step hangs after its worker died"
-                err = box.get("error")
-                assert isinstance(err, (errors.UnavailableError, errors.AbortedError)), repr(err)
-                assert T1 in str(err), str(err)
-                assert box["end"] - killed_at < 5.0
+                killed_at = _kill_task1_and_check_the_step_fails_fast(kids, thread, box)
                 # The surviving task's part of the step was aborted, not run to the end.
                 mine = recorder.runs[runs_before]
                 assert mine["end"] is not None and mine["end"] - killed_at < 5.0
@@ -297,15 +304,7 @@ def test_worker_killed_while_the_client_waits_to_pull_its_fetch_fails_fast(monke
                 assert time.monotonic() < deadline, "the step did not start a RunStepPull"
                 time.sleep(0.01)
             time.sleep(1.5)                        # registered, running, the client's pull waiting
-            assert "end" not in box
-            killed_at = time.monotonic()
-            kids[1].signal(signal.SIGKILL)
-            thread.join(15)
-            assert not thread.is_alive(), "the step hangs after its worker died"
-            err = box.get("error")
-            assert isinstance(err, (errors.UnavailableError, errors.AbortedError)), repr(err)
-            assert T1 in str(err), str(err)
-            assert box["end"] - killed_at < 5.0
+            _kill_task1_and_check_the_step_fails_fast(kids, thread, box)
         g2, x2, y2 = _local_graph()
         with kf.Session(targets[0], graph=g2) as s2:
             assert s2.run(y2, {x2: np.ones(2, np.float32)}) == 6.0

@@ -192,15 +192,19 @@ def _two_big_fetches():
     return g, v, w
 
 
+def _run_two_big_fetches(server, g, v, w, steps):
+    with kf.Session(server.target, graph=g) as sess:
+        sess.run(v.initializer)
+        for _ in range(steps):
+            a, b = sess.run([v, w])
+            np.testing.assert_array_equal(a, np.arange(1 << 19, dtype=np.float32))
+            np.testing.assert_array_equal(b, np.full(1 << 19, 3.0, np.float32))
+
+
 def test_pulled_steps_leave_no_state_on_the_workers(recording_cluster):
     server, master, workers = recording_cluster
     g, v, w = _two_big_fetches()
-    with kf.Session(server.target, graph=g) as sess:
-        sess.run(v.initializer)
-        for _ in range(3):
-            a, b = sess.run([v, w])
-            np.testing.assert_array_equal(a, np.arange(1 << 19, dtype=np.float32))
-            assert b.shape == (1 << 19,) and b[0] == 3.0
+    _run_two_big_fetches(server, g, v, w, 3)
     assert master.pulled == 3
     assert [m.WhichOneof("kind") for m in master.client_messages] == ["step"] * 3   # no relays
     deadline = time.monotonic() + 10
@@ -218,12 +222,7 @@ def test_a_task_the_client_cannot_reach_is_relayed_by_the_master(recording_clust
         return False, "firewalled (test)"
     monkeypatch.setattr(fetch_stream, "_probe", unreachable)
     g, v, w = _two_big_fetches()
-    with kf.Session(server.target, graph=g) as sess:
-        sess.run(v.initializer)
-        for _ in range(2):
-            a, b = sess.run([v, w])
-            np.testing.assert_array_equal(a, np.arange(1 << 19, dtype=np.float32))
-            assert b[0] == 3.0
+    _run_two_big_fetches(server, g, v, w, 2)
     assert master.pulled == 2
     relays = [m.relay for m in master.client_messages if m.WhichOneof("kind") == "relay"]
     assert relays == [0, 1, 0, 1]
