@@ -239,6 +239,27 @@ def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(se
     assert 1 <= len(pool.idle) <= 4
 
 
+def test_idle_streams_are_closed(servers, monkeypatch):
+    """An idle stream holds a server thread on the worker: streams idle for IDLE_CLOSE_S are closed."""
+    from kernflow.client import graph_stream
+    (s0, _), clients = servers
+    graph_stream.close(s0.address)
+    monkeypatch.setattr(graph_stream, "IDLE_CLOSE_S", 0.3)
+    req = _inline_graph(s0, clients[T0])
+    clients[T0].run_graph_streamed(req("y"))
+    pool = graph_stream._pools[s0.address]
+    (st,) = pool.idle
+    deadline = time.monotonic() + 5
+    while pool.idle:
+        assert time.monotonic() < deadline, "an idle stream stayed open"
+        time.sleep(0.05)
+    assert st.broken
+    # The next step opens a new stream.
+    resp = clients[T0].run_graph_streamed(req("y", (2, 2)))
+    np.testing.assert_array_equal(codec.proto_to_tensor(resp.recv[0].tensor), [6, 6])
+    assert len(pool.idle) == 1 and pool.idle[0] is not st
+
+
 def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split, wait_on_task1_graph):
     from kernflow.client.graph_stream import NotInline
     (s0, s1), clients = servers

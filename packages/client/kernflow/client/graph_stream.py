@@ -6,6 +6,11 @@ unary echo takes ~420 us, while a message and its answer on an open bidirectiona
 block) goes over a stream instead: each stream carries one step at a time, streams are pooled per
 worker address and reused, and a pool grows with the number of steps in flight.
 
+Server threads: gRPC's synchronous server runs each call on one of its threads for the call's
+whole life, so an open stream holds a worker thread even while idle. A master keeps at most
+`_MAX_IDLE` idle streams per worker and closes those idle for `IDLE_CLOSE_S`, so what it holds is
+bounded by its steps in flight plus a few recent ones.
+
 Deadlines: a stream call has none of its own (it lives as long as it is useful), so each step's
 deadline is watched by one process-wide thread, which cancels the stream of a step that overran
 (the step fails with DeadlineExceededError and the stream is dropped). A worker that dies fails
@@ -30,12 +35,16 @@ from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import STATUS_FOR_CODE, error_class_for_status, error_from_rpc
 
-__all__ = ["NOT_INLINE", "NotInline", "run_graph", "close_all"]
+__all__ = ["NOT_INLINE", "NotInline", "IDLE_CLOSE_S", "run_graph", "close", "close_all"]
 
 # The message prefix of a worker's refusal to run a graph on the stream.
 NOT_INLINE = "graph does not run inline on this worker"
 _MAX_IDLE = 8            # idle streams kept per worker address
+# An open stream holds one server thread on the worker (gRPC's sync server runs a handler per call),
+# so streams idle for this long are closed: an idle master does not pin its workers' threads.
+IDLE_CLOSE_S = 10.0
 _WATCH_INTERVAL_S = 0.25
+_REAP_INTERVAL_S = 1.0
 
 
 class NotInline(Exception):
@@ -45,12 +54,13 @@ class NotInline(Exception):
 class _Stream:
     """One RunGraphStream call; `call` sends a request and waits for its response."""
 
-    __slots__ = ("_requests", "_responses", "broken")
+    __slots__ = ("_requests", "_responses", "broken", "idle_since")
 
     def __init__(self, stub):
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._responses = stub.RunGraphStream(iter(self._requests.get, None))
         self.broken = False
+        self.idle_since = 0.0
 
     def alive(self) -> bool:
         return not self.broken and not self._responses.done()
@@ -92,9 +102,20 @@ class _Pool:
     def give_back(self, st: _Stream) -> None:
         with self.lock:
             if st.alive() and len(self.idle) < _MAX_IDLE:
-                self.idle.append(st)
+                st.idle_since = time.monotonic()
+                self.idle.append(st)   # (taken last in, first out: the oldest ones go idle)
                 return
         st.close()
+
+    def reap(self, cutoff: float) -> None:
+        """Closes the streams idle since before `cutoff` (a `time.monotonic()` value)."""
+        with self.lock:
+            stale = [st for st in self.idle if st.idle_since < cutoff]
+            if not stale:
+                return
+            self.idle = [st for st in self.idle if st.idle_since >= cutoff]
+        for st in stale:
+            st.close()
 
     def close(self) -> None:
         with self.lock:
@@ -104,7 +125,8 @@ class _Pool:
 
 
 class _Watchdog:
-    """Cancels the stream of a step still running at its deadline (one thread per process)."""
+    """Cancels the stream of a step still running at its deadline, and closes streams idle for
+    `IDLE_CLOSE_S` (one thread per process)."""
 
     def __init__(self):
         self.inflight: dict[_Stream, float] = {}
@@ -131,9 +153,16 @@ class _Watchdog:
         return False
 
     def _loop(self) -> None:
+        next_reap = 0.0
         while True:
             time.sleep(_WATCH_INTERVAL_S)
             now = time.monotonic()
+            if now >= next_reap:
+                next_reap = now + _REAP_INTERVAL_S
+                with _pools_lock:
+                    pools = list(_pools.values())
+                for p in pools:
+                    p.reap(now - IDLE_CLOSE_S)
             for st, deadline in list(self.inflight.items()):
                 if deadline <= now and self.inflight.get(st) == deadline:
                     with self.lock:
