@@ -175,10 +175,15 @@ def test_python_values_use_tf_default_dtypes():
 
 
 _ENCODED = [np.arange(10, dtype=np.float32), np.zeros((0, 3)), np.float64(2.5), np.arange(6, dtype=">i4"),
-            np.arange(1000, dtype=np.int64).reshape(10, 100)[:, ::3], np.array([b"x", b"", b"yz"], dtype=object)]
+            np.arange(1000, dtype=np.int64).reshape(10, 100)[:, ::3],
+            np.array([b"x", b"", b"yz"], dtype=object)]
 
 
-@pytest.mark.parametrize("value", _ENCODED + [None], ids=lambda v: "dead" if v is None else str(np.asarray(v).dtype))
+def _name(v):
+    return "dead" if v is None else str(np.asarray(v).dtype)
+
+
+@pytest.mark.parametrize("value", _ENCODED + [None], ids=_name)
 @pytest.mark.parametrize("chunk_bytes", [8, 1 << 20])
 def test_encoded_chunks_are_the_serialized_messages(value, chunk_bytes):
     """What servers send (`encode_recv_chunks`) parses to exactly what `iter_recv_chunks` builds."""
@@ -193,7 +198,7 @@ def test_encoded_chunks_are_the_serialized_messages(value, chunk_bytes):
         assert got.tolist() == np.asarray(value).tolist()
 
 
-@pytest.mark.parametrize("value", _ENCODED[:5], ids=lambda v: str(np.asarray(v).dtype))
+@pytest.mark.parametrize("value", _ENCODED[:5], ids=_name)
 def test_a_snapshot_is_its_serialized_messages(value):
     arr = np.array(value)
     snap = codec.snapshot(arr, chunk_bytes=16)

@@ -232,7 +232,8 @@ def test_a_task_the_client_cannot_reach_is_relayed_by_the_master(recording_clust
 def _location(worker, key_device=None, incarnation=None, task=None):
     st = worker.worker.get_status()
     dev = st.device_attributes[0]
-    key = f"{key_device or dev.name};{format(incarnation if incarnation is not None else dev.incarnation, 'x')};" \
+    inc = format(incarnation if incarnation is not None else dev.incarnation, "x")
+    key = f"{key_device or dev.name};{inc};" \
           f"/job:client/device:CPU:0;t:0;0:0"
     return master_pb2.FetchLocation(task=task or worker.worker.task_name, address=worker.address,
                                     step_id=1, rendezvous_key=key)

@@ -20,7 +20,8 @@ import threading
 
 import grpc
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "get_channel", "get_stub", "evict", "close_all",
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "get_channel", "get_stub", "evict",
+           "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
 
 CHANNEL_OPTIONS = (

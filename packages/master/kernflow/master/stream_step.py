@@ -4,8 +4,8 @@ Large fetches through RunStep cross the wire as whole TensorProtos, twice (worke
 RunGraph response, master -> client in the RunStep response), each a single message that gRPC and
 protobuf copy several times. In a streamed step every fetch stays in the rendezvous of the task that
 produced it (`step_routes`, ``pull=True``); while the tasks run, the master pulls each fetch with
-RecvTensor (`codec.CHUNK_BYTES` chunks) and forwards every chunk to the client at once, so the two hops overlap
-and no side ever holds the value as one message.
+RecvTensor (`codec.CHUNK_BYTES` chunks) and forwards every chunk to the client at once, so the two
+hops overlap and no side ever holds the value as one message.
 
 The step's RunGraph calls run as in `Master.run_step` (concurrently, on pool threads, with the same
 deadlines, health checks and abort-on-failure); pulls happen on the calling thread, in fetch order.
@@ -15,7 +15,7 @@ The stream's last message (``done``) comes after every task finished; metadata r
 RunStepPull (a bidirectional call) takes the master out of the data path: instead of relaying a
 fetch that waits on a task it reaches over gRPC, the master first sends its `FetchLocation` (task,
 address, step id, rendezvous key), and the client pulls it from that worker with RecvTensor, one hop
-instead of two (`kernflow.client.direct_fetch`). Fetches on a worker inside the master's process are
+instead of two (`kernflow.client.fetch_stream`). Fetches on a worker inside the master's process are
 still streamed here. After ``done`` the call stays open: the client may ask the master to relay a
 located fetch it could not reach (``relay``), and closes its side when it has every value; only
 then does the master free the step's state on the tasks (or at once, if the call breaks).
