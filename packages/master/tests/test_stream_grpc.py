@@ -273,9 +273,17 @@ def test_a_remembered_check_is_not_repeated(recording_cluster, monkeypatch):
         with pytest.raises(fetch_stream.Unreachable):
             fetch_stream.check_reachable(bad, workers[1].address)
     assert len(calls) == 2
+    # An expired failed check is made again in the background; meanwhile the answer stays "relay".
     monkeypatch.setattr(fetch_stream, "UNREACHABLE_TTL_S", 0.0)
+    monkeypatch.setattr(fetch_stream, "PROBE_TIMEOUT_S", 0.2)
     fetch_stream.forget_reachability()
-    for _ in range(2):
-        with pytest.raises(fetch_stream.Unreachable):
-            fetch_stream.check_reachable(bad, workers[1].address)
-    assert len(calls) == 4      # a failed check expires (here at once) and is made again
+    with pytest.raises(fetch_stream.Unreachable):
+        fetch_stream.check_reachable(bad, workers[1].address)          # the first check: on the path
+    assert len(calls) == 3
+    time.sleep(0.01)
+    with pytest.raises(fetch_stream.Unreachable):
+        fetch_stream.check_reachable(bad, workers[1].address)          # expired: re-checked aside
+    deadline = time.monotonic() + 5
+    while len(calls) < 4:
+        assert time.monotonic() < deadline, "the expired check was not repeated"
+        time.sleep(0.01)

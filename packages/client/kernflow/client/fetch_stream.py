@@ -18,8 +18,9 @@ device and its incarnation taken from the rendezvous key, so another process lis
 address (a local cluster of the client's own, a restarted task) is never pulled from. A loopback
 address is tried only when the master's address is loopback too. The answer is remembered per
 (address, task, device, incarnation): a verified worker for `VERIFIED_TTL_S`, a failed check for
-`UNREACHABLE_TTL_S`. A fetch on a task the client cannot reach is relayed by the master on the same
-call (``relay``) once the step is done, so the fallback costs no second step.
+`UNREACHABLE_TTL_S`, after which it is checked again in the background (only the very first check
+of an address is on a step's path). A fetch on a task the client cannot reach is relayed by the
+master on the same call (``relay``) once the step is done, so the fallback costs no second step.
 
 **Errors.** The master's error is the step's root cause and wins; a pull's error is raised when the
 step itself succeeded (e.g. the producing worker died after the step, during the pull). Any failure
@@ -164,24 +165,36 @@ def check_reachable(location, master_address: str) -> None:
     """Returns if the client may pull from `location`'s worker; raises `Unreachable` otherwise.
 
     The GetStatus check is made once per (address, task, sending device, incarnation) and
-    remembered (see the module docstring).
+    remembered; a failed one is repeated in the background once it expired (see the module
+    docstring).
     """
     device, incarnation = _sender(location)
     key = (location.address, location.task, device, incarnation, _is_loopback(_host(master_address)))
     now = time.monotonic()
     hit = _checked.get(key)
-    if hit is None or now >= hit[1]:
-        ok, why = _probe(location, device, incarnation, master_address)
-        hit = (ok, now + (VERIFIED_TTL_S if ok else UNREACHABLE_TTL_S), why)
+    if hit is None or (hit[0] and now >= hit[1]):
+        hit = _check(key, location, device, incarnation, master_address)
+    elif not hit[0] and now >= hit[1]:
+        # Checked again off the step's path (a firewalled address would cost every step that
+        # asks a whole PROBE_TIMEOUT_S); until it answers, the master relays.
         with _checked_lock:
-            if len(_checked) >= _MAX_REMEMBERED:
-                _checked.clear()
-            _checked[key] = hit
-        if not ok:
-            _log.info("fetches from %s at %s are relayed by the master: %s", location.task,
-                      location.address, why)
+            _checked[key] = (False, now + PROBE_TIMEOUT_S + UNREACHABLE_TTL_S, hit[2])
+        _executor().submit(_check, key, location, device, incarnation, master_address)
     if not hit[0]:
         raise Unreachable(hit[2])
+
+
+def _check(key, location, device: str, incarnation: str, master_address: str):
+    ok, why = _probe(location, device, incarnation, master_address)
+    hit = (ok, time.monotonic() + (VERIFIED_TTL_S if ok else UNREACHABLE_TTL_S), why)
+    with _checked_lock:
+        if len(_checked) >= _MAX_REMEMBERED:
+            _checked.clear()
+        _checked[key] = hit
+    if not ok:
+        _log.info("fetches from %s at %s are relayed by the master: %s", location.task,
+                  location.address, why)
+    return hit
 
 
 def forget_reachability() -> None:
