@@ -42,6 +42,7 @@ from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client.protobuf import worker_pb2
+from kernflow.client.worker_client import GrpcWorkerClient
 
 __all__ = ["ENV_VAR", "PROBE_TIMEOUT_S", "VERIFIED_TTL_S", "UNREACHABLE_TTL_S", "enabled", "read_stream",
            "pull_step", "Unreachable", "check_reachable", "forget_reachability"]
@@ -206,7 +207,6 @@ def forget_reachability() -> None:
 def _probe(location, device: str, incarnation: str, master_address: str) -> tuple[bool, str]:
     if _is_loopback(_host(location.address)) and not _is_loopback(_host(master_address)):
         return False, f"{location.address} is a loopback address on the master's machine"
-    from kernflow.client.worker_client import GrpcWorkerClient
     try:
         st = GrpcWorkerClient(location.address, location.task).get_status(timeout=PROBE_TIMEOUT_S)
     except errors.OpError as e:
@@ -268,7 +268,6 @@ class _Pull:
             return value, is_dead
 
     def _recv(self):
-        from kernflow.client.worker_client import GrpcWorkerClient
         loc = self.location
         req = worker_pb2.RecvTensorRequest(step_id=loc.step_id, rendezvous_key=loc.rendezvous_key)
         with self._lock:

@@ -5,6 +5,8 @@
   group so a variable's initializer follows the variable to its parameter server.
 * `group_by_task`: core's `partition` returns one GraphDef per device; a worker receives one
   GraphDef per task, holding the partitions of all its devices.
+* `check_graph`: what CreateSession and ExtendSession refuse (nameless or duplicate nodes, unknown
+  ops).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from kernflow.core.runtime.executor import node_attrs, parse_input
 
 from kernflow.master.devices import task_of
 
-__all__ = ["apply_default_task", "group_by_task"]
+__all__ = ["apply_default_task", "check_graph", "group_by_task"]
 
 
 def _ref_input_flags(op_def, attrs) -> list[bool]:
@@ -125,3 +127,20 @@ def group_by_task(parts: dict) -> dict:
                 safe = "".join(ch if ch.isalnum() else "_" for ch in recv.strip("/"))
                 new.name = f"{nd.name}__{safe}"
     return by_task
+
+
+def check_graph(graph_def, existing: set) -> None:
+    """Rejects duplicate node names and unknown op types before they enter a session's graph.
+
+    Args:
+        graph_def: the nodes to add.
+        existing: the names of the nodes already in the session's graph.
+    """
+    names = set(existing)
+    for nd in graph_def.node:
+        if not nd.name:
+            raise errors.InvalidArgumentError(None, None, f"A node of type {nd.op} has no name")
+        if nd.name in names:
+            raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}' is already in the graph")
+        names.add(nd.name)
+        op_def_registry.get(nd.op)

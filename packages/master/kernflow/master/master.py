@@ -41,7 +41,8 @@ from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
-from kernflow.master.graph_util import apply_default_task, group_by_task
+from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
+from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task, secondary
 from kernflow.master.step_routes import Routes
 from kernflow.master.threads import ElasticPool, call_all
 
@@ -49,31 +50,7 @@ __all__ = ["Master"]
 
 _log = logging.getLogger(__name__)
 _tracer = _otel.get_tracer("kernflow.master")
-# Errors after which cached registrations may be stale (a worker restarted or vanished).
-_REFRESH_ERRORS = (errors.UnavailableError, errors.AbortedError, errors.NotFoundError,
-                   errors.DeadlineExceededError, errors.CancelledError, errors.InternalError,
-                   errors.UnknownError, errors.DataLossError)
-
-
 _tracing = channels.tracing_active   # True once an application installed an OpenTelemetry SDK
-
-
-def _as_op_error(err: BaseException, what: str) -> errors.OpError:
-    if isinstance(err, errors.OpError):
-        return err
-    if isinstance(err, TimeoutError):
-        return errors.DeadlineExceededError(None, None, f"{what}: {err}")
-    return errors.InternalError(None, None, f"{what}: {type(err).__name__}: {err}")
-
-
-def _name_task(err: errors.OpError, task: str | None) -> errors.OpError:
-    """Returns `err` (same class) with a message that names `task` (TF's "From TASK:" prefix)."""
-    if task is None or task in err.message:
-        return err
-    try:
-        return type(err)(err.node_def, err.op, f"From {task}:\n{err.message}")
-    except TypeError:  # an OpError subclass with another constructor
-        return errors.make_error(err.error_code, f"From {task}:\n{err.message}")
 
 
 @dataclasses.dataclass
@@ -187,7 +164,7 @@ class Master:
         def caller(task):
             return lambda: getattr(self._worker(task), method)(make_req(task), timeout=timeout_s)
         raw = call_all(self._pool, {t: caller(t) for t in tasks}, timeout_s + 1.0)
-        return {t: (res, None if err is None else _as_op_error(err, f"{method} on task {t}"))
+        return {t: (res, None if err is None else as_op_error(err, f"{method} on task {t}"))
                 for t, (res, err) in raw.items()}
 
     def _session(self, handle: str) -> _Session:
@@ -225,7 +202,7 @@ class Master:
         for task in tasks:
             resp, err = got[task]
             if err is not None:
-                unreachable[task] = _name_task(err, task)
+                unreachable[task] = name_task(err, task)
                 continue
             for attrs in resp.device_attributes:
                 d = RemoteDevice(attrs)
@@ -243,7 +220,7 @@ class Master:
     def create_session(self, request) -> master_pb2.CreateSessionResponse:
         """Creates a session holding `request.graph_def`; its graph version starts at 0."""
         config = request.config if request.HasField("config") else self.config
-        _check_graph(request.graph_def, set())
+        check_graph(request.graph_def, set())
         handle = uuid.uuid4().hex
         s = _Session(handle, config, request.graph_def)
         self._tasks_for(s.filters)  # validates the filters now rather than at the first step
@@ -266,7 +243,7 @@ class Master:
                     None, None, f"Current graph version {request.current_graph_version} does not match "
                     f"the session's graph version {s.version}: the session was extended by another "
                     "client; create a new session")
-            _check_graph(request.graph_def, {nd.name for nd in s.graph_def.node})
+            check_graph(request.graph_def, {nd.name for nd in s.graph_def.node})
             s.graph_def.node.extend(request.graph_def.node)
             if request.graph_def.HasField("versions") and not s.graph_def.HasField("versions"):
                 s.graph_def.versions.CopyFrom(request.graph_def.versions)
@@ -328,7 +305,7 @@ class Master:
                                self.rpc_timeout_s)
         for task in tasks:
             if got[task][1] is not None:
-                raise _name_task(got[task][1], task)
+                raise name_task(got[task][1], task)
         return master_pb2.ResetResponse()
 
     def close(self) -> None:
@@ -390,7 +367,7 @@ class Master:
         try:
             placed = place(pinned, s.devices, self._kernels, self._placement_options(s))
         except errors.InvalidArgumentError as e:
-            blamed = _blame_unreachable(pinned, s) if s.unreachable else None
+            blamed = blame_unreachable(pinned, s) if s.unreachable else None
             if blamed is None:
                 raise
             node, task = blamed
@@ -435,13 +412,13 @@ class Master:
                 if err is None:
                     handles[task] = resp.graph_handle
                 elif failure is None:
-                    failure = _name_task(err, task)
+                    failure = name_task(err, task)
             rendezvous_tasks = {t for t, g in graphs.items()
                                 if any(nd.op in ("_Send", "_Recv") for nd in g.node)}
             plan = _StepPlan(tasks, graphs, handles, routes, dict(s.incarnations), rendezvous_tasks)
             if failure is not None:
                 self._pool.submit(lambda: self._deregister(s.handle, [plan]))
-                if isinstance(failure, _REFRESH_ERRORS):
+                if isinstance(failure, REFRESH_ERRORS):
                     s.refresh = True
                 raise failure
             s.steps[(sig, pull)] = plan
@@ -478,7 +455,7 @@ class Master:
             results = self._run_tasks(s, plan, step_id, reqs, timeout_ms)
             failed = False
         except errors.OpError as e:
-            if isinstance(e, _REFRESH_ERRORS):
+            if isinstance(e, REFRESH_ERRORS):
                 s.refresh = True
             raise
         finally:
@@ -551,7 +528,7 @@ class Master:
                 raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
             try:
                 plan = self._prepare(s, sig, pull)
-            except _REFRESH_ERRORS:
+            except REFRESH_ERRORS:
                 s.refresh = True
                 raise
         return s, plan, options
@@ -644,7 +621,7 @@ class Master:
             try:
                 return {task: self._run_graph(task, req, step_id, rpc_deadline_s, plan)}
             except Exception as e:  # noqa: BLE001 - reported as a TF error naming the task
-                err = _name_task(_as_op_error(e, f"RunGraph on task {task}"), task)
+                err = name_task(as_op_error(e, f"RunGraph on task {task}"), task)
                 if timeout_ms and isinstance(err, errors.DeadlineExceededError):
                     err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms "
                                                        f"waiting for the step to finish: {err.message}")
@@ -708,11 +685,11 @@ class Master:
             if err is None:
                 results[task] = res
             else:
-                fail(task, _as_op_error(err, f"RunGraph on task {task}"))
+                fail(task, as_op_error(err, f"RunGraph on task {task}"))
         if not failures:
             return results
-        task, err = min(failures, key=lambda f: (_secondary(f[1]), failures.index(f)))
-        err = _name_task(err, task)
+        task, err = min(failures, key=lambda f: (secondary(f[1]), failures.index(f)))
+        err = name_task(err, task)
         if deadline is not None and task is not None and isinstance(err, errors.DeadlineExceededError):
             err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
                                                f"for the step to finish: {err.message}")
@@ -766,41 +743,3 @@ class Master:
                     break
             q.put(("probe", bad[0] if bad else None, None, bad[1] if bad else None))
         self._pool.submit(run)
-
-
-def _blame_unreachable(graph_def, s: _Session):
-    """Returns (node, task) for a node that only an unreachable task could host, or None."""
-    for nd in graph_def.node:
-        if not nd.device:
-            continue
-        spec = device_spec.DeviceSpec.from_string(nd.device)
-        if spec.job is None or any(device_spec.is_compatible(spec, d.name) for d in s.devices):
-            continue
-        where = spec.replace(device_type=None, device_index=None)
-        for task in sorted(s.unreachable, key=task_sort_key):
-            if device_spec.is_compatible(where, task):
-                return nd, task
-    return None
-
-
-def _secondary(err: errors.OpError) -> int:
-    """Ranks a step's failures so the root cause comes first.
-
-    0: a failure of the task's own work; 1: one that reached the task through a `_Recv` (another
-    task's error, passed on by the rendezvous); 2: a consequence of the master's AbortStep.
-    """
-    if isinstance(err, (errors.AbortedError, errors.CancelledError)):
-        return 2
-    return 1 if "(_Recv)]]" in err.message else 0
-
-
-def _check_graph(graph_def, existing: set) -> None:
-    """Rejects duplicate node names and unknown op types before they enter a session's graph."""
-    names = set(existing)
-    for nd in graph_def.node:
-        if not nd.name:
-            raise errors.InvalidArgumentError(None, None, f"A node of type {nd.op} has no name")
-        if nd.name in names:
-            raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}' is already in the graph")
-        names.add(nd.name)
-        op_def_registry.get(nd.op)

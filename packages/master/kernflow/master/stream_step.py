@@ -33,7 +33,7 @@ from kernflow.core.framework import errors
 
 from kernflow.client import channels
 from kernflow.client.protobuf import master_pb2, worker_pb2
-from kernflow.master import master as _master_mod
+from kernflow.master.step_errors import REFRESH_ERRORS
 
 __all__ = ["run_step_stream", "run_step_pull"]
 
@@ -161,7 +161,7 @@ def _stream(master, request, trace_ctx, requests=None):
                 yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx)
         failed = False
     except errors.OpError as e:
-        if isinstance(e, _master_mod._REFRESH_ERRORS):
+        if isinstance(e, REFRESH_ERRORS):
             s.refresh = True
         raise
     finally:

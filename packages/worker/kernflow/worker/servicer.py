@@ -86,13 +86,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def RecvTensor(self, request, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        raw = getattr(self._worker, "recv_tensor_raw", None)
-        if raw is None:   # a worker-like object without it
-            chunks = self._worker.recv_tensor(request, timeout=_remaining(context),
+        chunks = self._worker.recv_tensor_raw(request, timeout=_remaining(context),
                                               on_cancel=context.add_callback, **kw)
-            yield from ((m.SerializeToString() for m in chunks) if self.raw_responses else chunks)
-            return
-        chunks = raw(request, timeout=_remaining(context), on_cancel=context.add_callback, **kw)
         R = worker_pb2.RecvTensorResponse
         yield from (chunks if self.raw_responses else (R.FromString(b) for b in chunks))
 
