@@ -65,19 +65,36 @@ def _send(ctx):
 def _recv(ctx):
     prefix = _key(ctx)
     device = ctx.device
-    to_device = None if not getattr(device, "has_device_memory", False) else device.to_device
+    # Handles (resources: stacks, TensorArrays, queues) and strings stay where they are.
+    to_device = device.to_device if getattr(device, "has_device_memory", False) and \
+        not _host_only(ctx.get_attr("T")) else None
 
     def compute(step, inputs, done):
         def got(value, is_dead, err):
+            # Runs on the sender's thread: anything raised here must reach `done`, or this Recv
+            # would never complete and its step would hang.
             if err is not None:
                 done(err)
             elif is_dead:
                 from kernflow.core.runtime.frames import DEAD
                 done(DEAD)
+            elif to_device is None:
+                done(value)
             else:
-                done(value if to_device is None else to_device(value))
+                try:
+                    value = to_device(value)
+                except Exception as e:  # noqa: BLE001 - the step fails naming this Recv
+                    done(e)
+                    return
+                done(value)
         step.rendezvous.recv_async(prefix + step.frame_key, got)
     return compute
+
+
+def _host_only(dtype) -> bool:
+    """True for types no device memory holds: resource handles, variants, strings."""
+    base = getattr(dtype, "base_dtype", dtype)
+    return getattr(base, "name", "") in ("resource", "variant", "string")
 
 
 def _never(ctx):

@@ -31,21 +31,16 @@ import collections
 import dataclasses
 import itertools
 import linecache
-import os
 import queue
-import sys
 import threading
 import time
 import traceback
 
-import numpy as np
 
 from kernflow.core.framework import attr_value as _attr_value
-from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
-from kernflow.core.framework import tensor_util
 from kernflow.core.framework.node_def_util import parse_input
 from kernflow.core.runtime import cancellation as _cancellation
 
@@ -197,6 +192,10 @@ class _Node:
     # (input position, fn) pairs moving an input between host and device memory (see
     # `_memory_types`); empty on devices whose memory is the host's.
     convert: list = dataclasses.field(default_factory=list)
+    # Input positions a device-memory kernel reads in host memory, and those it reads only for
+    # their shape (filled by `_MemoryTypes`; step capture checks them, see `replay.py`).
+    host_inputs: tuple = ()
+    shape_inputs: tuple = ()
 
 
 class ExecutorPlan:
@@ -656,7 +655,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
             node.inplace = kd.inplace(ctx)
         node.static_elems = _static_elements(nd, len(out_dtypes[old]))
         if mem is not None:
-            total = mem.bind(node, kd, op_def, attrs, consts, total)
+            total = mem.bind(node, kd, op_def, attrs, consts, total, in_dtypes)
         nodes.append(node)
     _link(nodes, parsed, order, exec_of_old)
     arg_order = sorted(arg_slots)
@@ -685,6 +684,9 @@ def arg_names(args, attrs) -> list[str]:
     return out
 
 
+_HANDLE_TYPES = ("resource", "variant", "string")   # never in device memory
+
+
 class _MemoryTypes:
     """Host/device memory of each slot of a partition on a device with its own memory (a GPU).
 
@@ -705,16 +707,22 @@ class _MemoryTypes:
         self.kind[slot] = "device"
         self.const_host[slot] = host_value
 
-    def bind(self, node, kd, op_def, attrs, consts, total) -> int:
+    def bind(self, node, kd, op_def, attrs, consts, total, in_dtypes=()) -> int:
         host = {n for n in kd.host_memory if not n.startswith("?")}
         either = {n[1:] for n in kd.host_memory if n.startswith("?")}
         all_host = "*" in host
         in_names = arg_names(op_def.inputs, attrs)
+        host_inputs, shape_inputs = [], []
         for pos, s in enumerate(node.inputs):
             name = in_names[pos] if pos < len(in_names) else ""
-            if kd.forwards or name in either:
-                continue  # reads metadata only, or passes the value on where it is
+            if kd.forwards or name in either or \
+                    (pos < len(in_dtypes) and in_dtypes[pos].base_dtype.name in _HANDLE_TYPES):
+                if name in either:
+                    shape_inputs.append(pos)
+                continue  # reads metadata only, passes the value on where it is, or is a handle
             need = "host" if all_host or name in host else "device"
+            if need == "host":
+                host_inputs.append(pos)
             if node.deref[pos]:
                 node.convert.append((pos, need))  # a variable's buffer may live in either memory
                 continue
@@ -729,15 +737,25 @@ class _MemoryTypes:
                 node.inputs[pos] = copy
             elif have != need:
                 node.convert.append((pos, need))
+        node.host_inputs, node.shape_inputs = tuple(host_inputs), tuple(shape_inputs)
         out_names = arg_names(op_def.outputs, attrs)
+        # A forwarding op (Identity, Enter, Switch, Merge...) passes its data input on where it
+        # lives: its outputs have that input's memory when every data input agrees and is known
+        # (a Merge's back edge is not known yet), and no fixed memory otherwise, so that consumers
+        # convert whatever arrives.
+        fwd = None
+        if kd.forwards:
+            kinds = {None if node.deref[p] else self.kind.get(node.inputs[p])
+                     for p in range(len(node.inputs))
+                     if p >= len(in_names) or in_names[p] not in host}
+            fwd = kinds.pop() if len(kinds) == 1 else None
         for i in range(node.num_outputs):
             s = node.out_base + i
-            if kd.forwards and i == 0 and node.inputs:
-                k = self.kind.get(node.inputs[0])
-                if k is not None and not node.deref[0]:
-                    self.kind[s] = k
-            elif all_host or (i < len(out_names) and out_names[i] in host):
+            if all_host or (i < len(out_names) and out_names[i] in host):
                 self.kind[s] = "host"
+            elif kd.forwards:
+                if fwd is not None:
+                    self.kind[s] = fwd
             else:
                 self.kind[s] = "device"
         return total
