@@ -50,6 +50,16 @@ class Device:
     def sync(self) -> None:
         """Waits for work queued on this device to finish (no-op on the CPU)."""
 
+    # Devices that can record a step's launches and replay them in one call set this and implement
+    # `capture_step` (see runtime/replay.py, which decides which steps qualify).
+    can_capture_steps = False
+
+    def capture_step(self, run, args):
+        """Records `run(args)` (one step's kernels) for replay; returns an object whose
+        ``replay(args)`` copies `args` into the recorded inputs, replays the step and returns its
+        outputs, or None where this device cannot. Raises if the recording fails."""
+        return None
+
     def attributes(self) -> dict:
         """Describes the device for `Session.list_devices`."""
         return {"name": self.name, "device_type": self.device_type,

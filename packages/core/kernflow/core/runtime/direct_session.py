@@ -16,6 +16,7 @@ from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
 from kernflow.core.runtime import fusion
+from kernflow.core.runtime import replay as _replay
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
@@ -67,6 +68,7 @@ class _Step:
         self.partition_graphs = partition_graphs
         self.num_fetches = num_fetches
         self.fast = None
+        self.replay = None   # replay.ReplayRunner when the step is captured and replayed
         if len(plans) == 1 and plans[0].straight_line is not None:
             plan = plans[0]
             run = plan.run_sync
@@ -80,6 +82,10 @@ class _Step:
 
                 def run(args, ctx, _inner=plan.run_sync):
                     return [to_host(v) for v in _inner(args, ctx)]
+                # A device that can record a step's launches replays them in one call.
+                self.replay = _replay.maybe_runner(plan)
+                if self.replay is not None:
+                    run = self.replay
             self.fast = run
 
 

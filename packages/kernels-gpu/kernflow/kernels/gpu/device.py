@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 
 import numpy as np
 
@@ -41,6 +42,8 @@ class GPUDevice(Device):
     # the device computes far faster than the host (H100: ~50 TFLOP/s float32).
     seconds_per_flop = 1.0 / 20e12
     launch_overhead_s = 4e-6
+    # Straight-line steps are recorded as CUDA graphs and replayed (runtime/replay.py).
+    can_capture_steps = True
 
     def __init__(self, name: str, ordinal: int, memory_fraction: float = 0.0):
         import cupy
@@ -59,6 +62,8 @@ class GPUDevice(Device):
                 pool.set_limit(fraction=memory_fraction)
         self.memory_limit_bytes = int(total * memory_fraction) if memory_fraction else int(total)
         self._pool = pool
+        self._recording = None   # capture._Recording while a thread records a step
+        self.can_capture_steps = not getattr(cupy.cuda.runtime, "is_hip", False)
 
     # ------------------------------------------------------------------ memory
     def to_device(self, value):
@@ -67,6 +72,10 @@ class GPUDevice(Device):
             return value
         if isinstance(value, np.ndarray) and value.dtype.kind in "OSUV":
             return value  # strings stay on the host: no GPU kernel reads them
+        rec = self._recording
+        if rec is not None and rec.thread == threading.get_ident():
+            from kernflow.kernels.gpu import capture
+            return capture.upload(rec, value)   # a step being captured: upload outside the graph
         if self.ordinal == 0:
             return self._cp.asarray(value)
         with self._cuda:
@@ -79,7 +88,16 @@ class GPUDevice(Device):
         return value
 
     def sync(self) -> None:
-        self._cuda.synchronize()
+        # The stream every kernel of this device is launched on, not the whole device: a device-wide
+        # synchronisation fails while another thread records a step (CUDA refuses it during capture).
+        with self.scope():
+            self._cp.cuda.Stream.null.synchronize()
+
+    def capture_step(self, run, args):
+        """Records one step's launches as a CUDA graph (see `kernflow.kernels.gpu.capture`)."""
+        from kernflow.kernels.gpu import capture
+        with self.scope():
+            return capture.capture_step(self, run, args)
 
     def scope(self):
         """Context making this the current CUDA device (a no-op context for device 0)."""
