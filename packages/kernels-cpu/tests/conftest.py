@@ -1,4 +1,3 @@
-import pytest
 
 from kernflow.core.testing.kernel_contract import all_cases
 

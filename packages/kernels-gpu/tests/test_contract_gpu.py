@@ -1,7 +1,8 @@
 """Every op's GPU kernel against its numpy reference, shape function and gradient (the CPU kit).
 
-Ops without a GPU kernel (checkpoint I/O) run on the CPU through soft placement; the meta-test
-below pins down exactly which ops those are.
+Ops without a GPU kernel (checkpoint I/O, queues) run on the CPU through soft placement; the
+meta-test below pins down exactly which ops those are. Stacks and TensorArrays have GPU kernels
+(their elements stay in device memory); test_control_flow_gpu.py runs them in loops.
 """
 
 import pytest
@@ -11,15 +12,15 @@ from kernflow.core.testing.kernel_contract import HOST_RESOURCE_OPS, KernelContr
 
 pytestmark = pytest.mark.gpu
 
-# Ops with no GPU kernel, by design (see kernflow/kernels/gpu/kernels.py).
-CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "DynamicPartition",
-            "SegmentSum", "SegmentMean", "SegmentProd", "SegmentMin", "SegmentMax",
-            "UnsortedSegmentSum", "UnsortedSegmentProd", "UnsortedSegmentMin", "UnsortedSegmentMax",
-            # not yet: see CPU_ONLY_OPS in kernflow/kernels/gpu/kernels.py
-            "ConcatV2", "SplitV", "GatherNd", "ScatterNd", "TopKV2", "MaxPool", "MaxPoolGrad",
-            "MaxPoolGradGrad", "SparseApplyGradientDescent", "SparseApplyMomentum",
-            "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp",
-            "SparseApplyAdam"} | HOST_RESOURCE_OPS   # queues, stacks, TensorArrays
+# Ops with no GPU kernel, by design (see CPU_ONLY_FAMILIES and CPU_ONLY_OPS in
+# kernflow/kernels/gpu/kernels.py).
+CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename"} \
+    | {op for op in HOST_RESOURCE_OPS if "Queue" in op}   # queues hold host tensors, as in TF
+
+
+def test_stacks_and_tensor_arrays_have_gpu_kernels(gpu_registry):
+    gpu = gpu_registry.op_types("GPU")
+    assert {op for op in HOST_RESOURCE_OPS if "Queue" not in op} <= gpu
 
 
 class TestGPUKernels(KernelContractTests):

@@ -258,25 +258,30 @@ def _split(ctx):
     return compute
 
 
+def _split_sizes(ctx, size_splits, d, n) -> list:
+    """SplitV's sizes along a dimension of `d`, the one -1 resolved; raises as TF does."""
+    sizes = _ints(size_splits)
+    if len(sizes) != n:
+        raise _error(ctx, f"Number of split sizes {len(sizes)} must equal num_split {n}")
+    unknown = [i for i, s in enumerate(sizes) if s == -1]
+    known = sum(s for s in sizes if s != -1)
+    if len(unknown) > 1 or any(s < -1 for s in sizes) or \
+            (unknown and known > d) or (not unknown and known != d):
+        raise _error(ctx, f"Determined shape must either match input shape along split_dim "
+                     f"exactly if fully specified, or be less than the size of the input along "
+                     f"split_dim if not fully specified.  Got: {known}")
+    if unknown:
+        sizes[unknown[0]] = d - known
+    return sizes
+
+
 def _split_v(ctx):
     n = ctx.get_attr("num_split")
 
     def compute(value, size_splits, split_dim):
         value = np.asarray(value)
         a = _axis(ctx, _scalar_int(ctx, split_dim, "split_dim"), value.ndim, "split_dim")
-        sizes = _ints(size_splits)
-        d = value.shape[a]
-        if len(sizes) != n:
-            raise _error(ctx, f"Number of split sizes {len(sizes)} must equal num_split {n}")
-        unknown = [i for i, s in enumerate(sizes) if s == -1]
-        known = sum(s for s in sizes if s != -1)
-        if len(unknown) > 1 or any(s < -1 for s in sizes) or \
-                (unknown and known > d) or (not unknown and known != d):
-            raise _error(ctx, f"Determined shape must either match input shape along split_dim "
-                         f"exactly if fully specified, or be less than the size of the input along "
-                         f"split_dim if not fully specified.  Got: {known}")
-        if unknown:
-            sizes[unknown[0]] = d - known
+        sizes = _split_sizes(ctx, size_splits, value.shape[a], n)
         return tuple(np.split(value, np.cumsum(sizes)[:-1], axis=a))
     return compute
 

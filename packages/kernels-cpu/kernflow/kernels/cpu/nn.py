@@ -230,16 +230,22 @@ def _bias_add_grad(ctx):
 
 
 # ------------------------------------------------------------------------------------- top-k
+def _top_k_arg(ctx, x, k) -> int:
+    """TopKV2's checks (k >= 0, input at least 1-D with k columns); returns k as an int."""
+    k = int(k)
+    if k < 0:
+        raise _error(ctx, f"Need k >= 0, got {k}")
+    if x.ndim < 1:
+        raise _error(ctx, f"input must be at least 1-D, got shape {_shape_str(x.shape)}")
+    if x.shape[-1] < k:
+        raise _error(ctx, f"input must have at least k columns. Had {x.shape[-1]}, needed {k}")
+    return k
+
+
 def _top_k(ctx):
     def compute(x, k):
-        k = int(k)
-        if k < 0:
-            raise _error(ctx, f"Need k >= 0, got {k}")
-        if x.ndim < 1:
-            raise _error(ctx, f"input must be at least 1-D, got shape {_shape_str(x.shape)}")
+        k = _top_k_arg(ctx, x, k)
         n = x.shape[-1]
-        if n < k:
-            raise _error(ctx, f"input must have at least k columns. Had {n}, needed {k}")
         # A stable ascending sort of the reversed row, read backwards, is descending with
         # equal values in increasing index order.
         order = np.argsort(x[..., ::-1], axis=-1, kind="stable")[..., ::-1][..., :k]
@@ -514,15 +520,34 @@ def _window_argmax(x, ksize, strides, out, pads):
     return arg
 
 
+def _pool_grad_geometry(ctx, x, g, ksize, strides, padding):
+    """MaxPoolGrad's checks: orig_input 4-D, grad of the pooled shape; returns (out, pads)."""
+    _check_4d(ctx, x, "orig_input")
+    out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
+    if g.shape != out:
+        raise _error(ctx, f"grad has shape {_shape_str(g.shape)}, expected the pooled shape "
+                          f"{_shape_str(out)} of orig_input {_shape_str(x.shape)}")
+    return out, pads
+
+
+def _pool_grad_grad_geometry(ctx, x, y, g, ksize, strides, padding):
+    """MaxPoolGradGrad's checks: grad of orig_input's shape, orig_output of the pooled shape."""
+    _check_4d(ctx, x, "orig_input")
+    out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
+    if g.shape != x.shape:
+        raise _error(ctx, f"grad has shape {_shape_str(g.shape)}, expected the shape "
+                          f"{_shape_str(x.shape)} of orig_input")
+    if y.shape != out:
+        raise _error(ctx, f"orig_output has shape {_shape_str(y.shape)}, expected the pooled "
+                          f"shape {_shape_str(out)} of orig_input {_shape_str(x.shape)}")
+    return out, pads
+
+
 def _max_pool_grad(ctx):
     ksize, strides, padding = _pool_setup(ctx)
 
     def compute(x, y, g):
-        _check_4d(ctx, x, "orig_input")
-        out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
-        if g.shape != out:
-            raise _error(ctx, f"grad has shape {_shape_str(g.shape)}, expected the pooled shape "
-                              f"{_shape_str(out)} of orig_input {_shape_str(x.shape)}")
+        out, pads = _pool_grad_geometry(ctx, x, g, ksize, strides, padding)
         if any(d == 0 for d in out) or x.size == 0:
             return np.zeros(x.shape, dtype=g.dtype)
         arg = _window_argmax(x, ksize, strides, out, pads)
@@ -538,14 +563,7 @@ def _max_pool_grad_grad(ctx):
     ksize, strides, padding = _pool_setup(ctx)
 
     def compute(x, y, g):
-        _check_4d(ctx, x, "orig_input")
-        out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
-        if g.shape != x.shape:
-            raise _error(ctx, f"grad has shape {_shape_str(g.shape)}, expected the shape "
-                              f"{_shape_str(x.shape)} of orig_input")
-        if y.shape != out:
-            raise _error(ctx, f"orig_output has shape {_shape_str(y.shape)}, expected the pooled "
-                              f"shape {_shape_str(out)} of orig_input {_shape_str(x.shape)}")
+        out, pads = _pool_grad_grad_geometry(ctx, x, y, g, ksize, strides, padding)
         res = np.zeros(out, dtype=g.dtype)
         if any(d == 0 for d in out) or x.size == 0:
             return res

@@ -460,8 +460,8 @@ KERNELS = {
 }
 
 
-def register(registry):
+def register(registry, device=DEVICE):
     # The op declarations live in kernflow.core; importing them makes the kernels' ops known.
     from kernflow.core.ops import stack_ops, tensor_array_ops  # noqa: F401
     for op_type, factory in KERNELS.items():
-        registry.register(op_type, DEVICE, factory)
+        registry.register(op_type, device, factory)

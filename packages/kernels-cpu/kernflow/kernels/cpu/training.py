@@ -164,6 +164,8 @@ def _sparse(op_name, nslots, make_rule):
                 summed = np.zeros((uniq.size,) + grad.shape[1:], dtype)
                 np.add.at(summed, inv, grad)
                 grad = summed
+            elif np.any(inv != np.arange(inv.size)):
+                grad = grad[np.argsort(inv)]  # distinct but unsorted: grad rows in `uniq` order
             hyper = [np.asarray(a, dtype=dtype) for a in rest[:gi]] + \
                 [np.asarray(a, dtype=dtype) for a in rest[gi + 2:]]
             rows = [b[uniq] for b in bufs]

@@ -3,8 +3,8 @@
 The generic kernels (`generic.py`) follow the CPU code statement by statement, which on a GPU
 costs one kernel launch (5-20 us of host time in cupy) per numpy call. These replace them with one
 generated elementwise or reduction kernel per op where the CPU code needs several: the fused
-optimizer updates, ReLU and its gradient, the sparse softmax cross entropy, reductions with host
-axes. Hyperparameters (learning rates, decay rates) arrive as host scalars (host-memory inputs).
+optimizer updates, ReLU and its gradient, softmax, the sparse softmax cross entropy, reductions with
+host axes; matmuls call cuBLAS directly (`blas.py`). Hyperparameters (learning rates, decay rates) arrive as host scalars (host-memory inputs).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import cupy as cp
 import numpy as np
 
 from kernflow.core.framework import errors
+from kernflow.kernels.gpu import blas
 
 __all__ = ["register", "HOST_HYPERS"]
 
@@ -50,6 +51,32 @@ def _relu_grad(ctx):
     return compute
 
 
+# ---------------------------------------------------------------------------- softmax
+_sum_exp_k = cp.ReductionKernel("T x, T m", "T y", "exp(x - m)", "a + b", "y = a", "0", "kf_sum_exp")
+_softmax_k = cp.ElementwiseKernel("T x, T m, T z", "T y", "y = exp(x - m) / z", "kf_softmax")
+_log_softmax_k = cp.ElementwiseKernel("T x, T m, T z", "T y", "y = x - m - log(z)", "kf_log_softmax")
+
+
+def _softmax(log):
+    """Softmax / LogSoftmax over the last axis: row max, sum of exp, one normalising pass (three
+    launches); halves are computed in float32, as the CPU kernel accumulates them."""
+    final = _log_softmax_k if log else _softmax_k
+
+    def factory(ctx):
+        def compute(x):
+            if x.ndim < 1:
+                raise _error(ctx, f"logits must have >= 1 dimension, got shape {_dims(x.shape)}")
+            if x.size == 0:
+                return x.copy()
+            xs = x.astype(np.float32) if x.dtype == np.float16 else x
+            m = xs.max(axis=-1, keepdims=True)
+            z = _sum_exp_k(xs, m, axis=-1, keepdims=True)
+            out = final(xs, m, z)
+            return out.astype(np.float16) if x.dtype == np.float16 else out
+        return compute
+    return factory
+
+
 # ---------------------------------------------------------------------------- matmul
 def _matmul(ctx):
     ta, tb = ctx.get_attr("transpose_a"), ctx.get_attr("transpose_b")
@@ -63,7 +90,10 @@ def _matmul(ctx):
         if x.shape[1] != y.shape[0]:
             raise _error(ctx, f"Matrix size-incompatible: In[0]: {_dims(a.shape)}, In[1]: "
                               f"{_dims(b.shape)}")
-        return cp.dot(x, y)  # 2-D dot maps transposed views to cuBLAS flags, no copies
+        out = blas.gemm(x, y)   # cuBLAS directly: capturable, a few us of host time
+        if out is None:
+            out = cp.dot(x, y)  # 2-D dot maps transposed views to cuBLAS flags, no copies
+        return out
     return compute
 
 
@@ -331,12 +361,14 @@ def register(registry, device="GPU"):
     registry.register("SparseSoftmaxCrossEntropyWithLogits", device, _sparse_xent, fresh=True,
                       constraints=floats)
     registry.register("SoftmaxCrossEntropyWithLogits", device, _xent, fresh=True, constraints=floats)
+    registry.register("Softmax", device, _softmax(False), fresh=True, constraints=floats)
+    registry.register("LogSoftmax", device, _softmax(True), fresh=True, constraints=floats)
     for op, method in (("Sum", "sum"), ("Mean", "mean"), ("Max", "max"), ("Min", "min")):
         registry.register(op, device, _reduction(method), constraints=floats,
                           host_memory=("reduction_indices",))
     for op, (nslots, grad_pos, rule, hyp) in DENSE.items():
         registry.register(op, device, _apply(nslots, grad_pos, rule), constraints=floats,
                           host_memory=hyp)
-    return {"Relu", "ReluGrad", "MatMul", "BiasAdd", "BiasAddGrad",
+    return {"Relu", "ReluGrad", "MatMul", "BiasAdd", "BiasAddGrad", "Softmax", "LogSoftmax",
             "SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "Sum", "Mean",
             "Max", "Min", *DENSE}

@@ -8,7 +8,10 @@ Three sources, in order of preference for each (op, dtype):
    every argument in host memory. Random ops do the same for every dtype: their counter-based
    generators produce on the host exactly the numbers the CPU produces, and the executor uploads
    the result once.
-2. *Hand-written kernels* (`fast.py`) for the ops of a training step's hot path.
+2. *Hand-written kernels*: `fast.py` for the ops of a training step's hot path; `indexing.py`,
+   `pooling.py` and `sparse_apply.py` for ops whose generic kernels cupy cannot run (host index
+   arrays meeting device data, ``ufunc.at``): these replace the generic kernels of their ops
+   for every dtype.
 3. *Generic kernels* (`generic.py`): the CPU kernels' numpy source run against cupy.
 
 Shape-like arguments (axes, shapes, sizes, paddings...) are host memory everywhere (`HOST_ARGS`).
@@ -31,21 +34,22 @@ __all__ = ["register", "CPU_ONLY_FAMILIES", "CPU_ONLY_OPS", "HOST_ARGS"]
 
 DEVICE = "GPU"
 # Families of the CPU plugin made into generic GPU kernels.
-GENERIC_FAMILIES = ("math", "array", "state", "nn", "training")
+GENERIC_FAMILIES = ("math", "array", "state", "nn", "training", "tensor_array")
+# Args of the stack and TensorArray kernels kept in host memory: the container handle (a host
+# object whose elements are device arrays), indices, sizes and lengths. Elements and flows live on
+# the device, so a loop on the GPU pushes and pops its saved values without leaving the GPU.
+CONTAINER_HOST_ARGS = frozenset({"handle", "grad_handle", "index", "indices", "size", "lengths",
+                                 "max_size"})
+# Families whose int32 kernels run on the host (the segment family's other kernels are all
+# hand-written: `indexing.py`).
+INT32_HOST_FAMILIES = GENERIC_FAMILIES + ("segment",)
 # Families whose kernels run on the host for a GPU device (see the module docstring).
 HOST_FAMILIES = ("random",)
-# Checkpoint I/O needs the file system; the segment reductions have no GPU kernels yet (cupy has
-# no scatter-multiply/min/max for them), so placement keeps them on the CPU.
-CPU_ONLY_FAMILIES = ("io", "segment")
-# Ops without a GPU kernel: data-dependent output shapes the host must know at once.
-# Ops the generic kernels do not yet run correctly on cupy (host index arrays meeting device data,
-# axis handling): placed on the CPU until hand-written GPU kernels exist. The GPU contract test
-# lists them too, so one landing must remove it there. (Their int32 host kernels exist.)
-CPU_ONLY_OPS = frozenset({
-    "DynamicPartition", "ConcatV2", "SplitV", "GatherNd", "ScatterNd", "TopKV2", "MaxPool",
-    "MaxPoolGrad", "MaxPoolGradGrad", "SparseApplyGradientDescent", "SparseApplyMomentum",
-    "SparseApplyAdagrad", "SparseApplyRMSProp", "SparseApplyCenteredRMSProp", "SparseApplyAdam",
-})
+# Checkpoint I/O needs the file system: placement keeps it on the CPU.
+CPU_ONLY_FAMILIES = ("io",)
+# Ops of the families above left without a GPU kernel (none at present). The GPU contract test
+# lists them too, so one landing must change both.
+CPU_ONLY_OPS = frozenset()
 # Input args kept in host memory (by name) for every GPU kernel that has them.
 HOST_ARGS = frozenset({
     "constant_values", "reduction_indices", "dimension", "axis", "shape", "dims", "dim", "begin", "end", "strides",
@@ -66,6 +70,11 @@ def _host_args(op_type: str) -> tuple:
     if od is None or op_type.startswith(("Apply", "SparseApply")):
         return ()
     return tuple(sorted({a.name for a in od.inputs} & HOST_ARGS))
+
+
+def _container_args(op_type) -> set:
+    od = op_def_registry.get(op_type)
+    return {a.name for a in list(od.inputs) + list(od.outputs)} & CONTAINER_HOST_ARGS
 
 
 def _allows_int32(op_type, kd) -> bool:
@@ -162,21 +171,19 @@ def register(registry) -> dict:
     """Registers every GPU kernel. Returns {op type: "host" | "fast" | "generic"} for reports."""
     import importlib
 
-    from kernflow.kernels.gpu import fast, generic
+    from kernflow.kernels.gpu import fast, generic, indexing, pooling, sparse_apply
     source: dict[str, str] = {}
     base_kernels.register(registry, DEVICE)
     for op in ("Const", "Placeholder", "Identity", "NoOp", "_Send", "_Recv"):
         source[op] = "base"
     # 1. int32 (and random) kernels on the host, from the CPU plugin's numpy modules.
     cpu_defs = {}
-    for fam in GENERIC_FAMILIES + HOST_FAMILIES:
+    for fam in INT32_HOST_FAMILIES + HOST_FAMILIES:
         rec = _recorded(importlib.import_module(f"kernflow.kernels.cpu.{fam}"))
         for (op, _), lst in rec._kernels.items():
             cpu_defs.setdefault(op, []).extend((fam, kd) for kd in lst)
     for op, lst in cpu_defs.items():
         for fam, kd in lst:
-            if op == "DynamicPartition":
-                continue
             if fam in HOST_FAMILIES or op in HOST_OPS:
                 _copy(registry, kd, host_memory=("*",), inplace=None)
                 source[op] = "host"
@@ -189,6 +196,9 @@ def register(registry) -> dict:
     # 2. hand-written kernels.
     fast_rec = KernelRegistry()
     covered = fast.register(fast_rec, DEVICE)
+    replaced = set()  # ops whose generic kernels are not registered for any dtype
+    for mod in (indexing, pooling, sparse_apply):
+        replaced |= mod.register(fast_rec, DEVICE)
     for (op, _), lst in fast_rec._kernels.items():
         for kd in lst:
             _copy(registry, kd, factory=_on_device(kd.factory), host_memory=kd.host_memory)
@@ -197,13 +207,16 @@ def register(registry) -> dict:
     for fam in GENERIC_FAMILIES:
         rec = _recorded(generic.load_family(fam))
         for (op, _), lst in rec._kernels.items():
-            if op in HOST_OPS or op in METADATA_OPS or op in CPU_ONLY_OPS or fam in HOST_FAMILIES:
+            if op in HOST_OPS or op in METADATA_OPS or op in CPU_ONLY_OPS or fam in HOST_FAMILIES \
+                    or op in replaced:
                 continue
             for kd in lst:
                 if op in covered and any(kd.constraints == f.constraints
                                          for f in fast_rec._kernels.get((op, DEVICE), ())):
                     continue
                 host = set(kd.host_memory) | set(_host_args(op)) | set(fast.HOST_HYPERS.get(op, ()))
+                if fam == "tensor_array":
+                    host |= _container_args(op)
                 forwards = kd.forwards or op in FORWARDING
                 factory = kd.factory if forwards else _normalized(kd.factory, op, host, kd.needs_ctx)
                 try:

@@ -22,7 +22,7 @@ def _state(*arrays):
     return vs, [v.initializer for v in vs]
 
 
-def _dense_case(name, nslots, call, ref, sparse=False):
+def _dense_case(name, nslots, call, ref, sparse=False, idx=IDX, case_name=""):
     # CenteredRMSProp's first slot is the mean gradient: small, so ms - mg**2 stays positive.
     init = ([W, S3, S1, S2] if name == "CenteredRMSProp" else [W, S1, S2, S3])[:nslots + 1]
 
@@ -47,9 +47,9 @@ def _dense_case(name, nslots, call, ref, sparse=False):
             ref(arrays, grad)
         assert np.all(np.isfinite(arrays[0])), f"{name}: reference produced non-finite values"
         return arrays[0]
-    inputs = [GS, IDX] if sparse else [G]
+    inputs = [GS, idx] if sparse else [G]
     return OpCase(("SparseApply" if sparse else "Apply") + name, build, inputs, reference, rtol=1e-5,
-                  atol=1e-6, dynamic_shapes=False)
+                  atol=1e-6, dynamic_shapes=False, name=case_name)
 
 
 def _gd(a, g):
@@ -110,3 +110,7 @@ for _sparse in (False, True):
                     if _sparse else (lambda vs, g: T.apply_adam(vs[0], vs[1], vs[2], B1P, B2P, LR, B1, B2,
                                                                 EPS, g)), _adam, _sparse),
     ]
+
+# Distinct but unsorted indices: each gradient row goes to its own index.
+CASES.append(_dense_case("Adagrad", 1, lambda vs, g, *r: T.sparse_apply_adagrad(vs[0], vs[1], LR, g, r[0]),
+                         _adagrad, True, np.array([3, 0, 2], np.int64), "unsorted_distinct"))
