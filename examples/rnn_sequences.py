@@ -16,7 +16,7 @@ Prints one JSON line per `--log-every` steps ({"step", "loss"}: the mean over th
 final summary {"initial_loss", "final_loss", "accuracy", "seconds", ...}.
 
 Usage: python examples/rnn_sequences.py [--steps 200] [--batch-size 32] [--hidden 32]
-       [--min-len 5] [--max-len 40] [--lr 0.01] [--seed 0]
+       [--min-len 5] [--max-len 40] [--lr 0.01] [--seed 0] [--device /gpu:0]
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def parse_args(argv):
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None,
+                   help="pin the model to a device, e.g. /gpu:0 (default: placement decides)")
     args = p.parse_args(argv)
     if not 1 <= args.classes < args.vocab:
         p.error("--classes must be in [1, vocab)")
@@ -136,11 +138,13 @@ def main(argv=None):
     rng = np.random.RandomState(args.seed)
     with kf.Graph().as_default():
         kf.set_random_seed(args.seed)
-        model = build_model(args)
+        with kf.device(args.device):
+            model = build_model(args)
         feeds = [model["tokens"], model["lengths"], model["labels"]]
         loss, accuracy = model["loss"], model["accuracy"]
         eval_data = [make_batch(rng, args) for _ in range(args.eval_batches)]
-        with kf.Session() as sess:
+        config = kf.ConfigProto(allow_soft_placement=True)   # TensorArrays live on the host
+        with kf.Session(config=config) as sess:
             sess.run(kf.global_variables_initializer())
 
             def evaluate():

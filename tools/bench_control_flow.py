@@ -42,15 +42,18 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=5000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="500 iterations, 2 repeats")
+    ap.add_argument("--device", default=None,
+                    help="device of the loops, e.g. /gpu:0 (default: placement decides)")
     args = ap.parse_args(argv)
     if args.quick:
         args.iters, args.repeats = 500, 2
     import kernflow.core as kf
     iters, reps = args.iters, args.repeats
-    out = {"machine": platform.machine(), "python": platform.python_version(), "iters": iters}
+    out = {"machine": platform.machine(), "python": platform.python_version(), "iters": iters,
+           "device": args.device or "default placement"}
 
     g = kf.Graph()
-    with g.as_default():
+    with g.as_default(), kf.device(args.device):
         n = kf.placeholder(kf.int32, [])
         one_op = kf.while_loop(lambda i: i < n, lambda i: i + 1, [kf.constant(0)])
         rs = np.random.RandomState(0)
@@ -61,7 +64,7 @@ def main(argv=None) -> int:
         loss = kf.reduce_sum(h)
         dh0 = kf.gradients(loss, h0)[0]
     h0v = rs.randn(64, 1).astype(np.float32)
-    with kf.Session(graph=g) as sess:
+    with kf.Session(graph=g, config=kf.ConfigProto(allow_soft_placement=True)) as sess:
         r = sess.run(one_op, {n: iters})
         assert r == iters, r
         out["while_one_op_us"] = round(_median_us(lambda: sess.run(one_op, {n: iters}), iters, reps), 2)
