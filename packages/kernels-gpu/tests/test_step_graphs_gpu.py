@@ -112,6 +112,35 @@ def test_adam_steps_train_correctly_whether_or_not_they_are_captured(monkeypatch
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("feed_cupy", [False, True])
+def test_scalar_feeds_and_uploaded_scalars_keep_their_shapes(feed_cupy, monkeypatch):
+    monkeypatch.setenv("KERNFLOW_STEP_GRAPHS", "1")
+    g = kf.Graph()
+    with g.as_default(), kf.device("/gpu:0"):
+        x = kf.placeholder(kf.float32, [4], name="x")
+        s = kf.placeholder(kf.float32, [], name="s")
+        y = kf.maximum(x, s)
+        m = kf.reduce_mean(y)                        # its gradient divides by a host-computed size
+        dx = kf.gradients(m, x)[0]
+    xv = np.array([-1.0, 0.5, 2.0, -3.0], np.float32)
+    with kf.Session(graph=g) as sess:
+        for i in range(6):
+            sv = np.float32(i * 0.25)
+            feed = {x: cupy.asarray(xv) if feed_cupy else xv, s: cupy.asarray(sv) if feed_cupy else sv}
+            yv, mv, dv = sess.run([y, m, dx], feed)
+            assert yv.shape == (4,) and np.shape(mv) == () and dv.shape == (4,)
+            np.testing.assert_allclose(yv, np.maximum(xv, sv))
+            np.testing.assert_allclose(mv, np.maximum(xv, sv).mean(), rtol=1e-6)
+            np.testing.assert_allclose(dv, np.where(xv >= sv, 0.25, 0.0))
+        runners = [st.replay for st in sess._impl._steps.values() if st.replay is not None]
+    # Replayed or not, the values and shapes above are right. On the H100 (2026-11-24) this step
+    # stayed eager (not diagnosed yet; likely a generic kernel of Maximum's gradient uploading a
+    # host shape while recording, which cupy refuses). A step that stays eager says why.
+    for r in runners:
+        for sig, status in r.status.items():
+            assert status == "captured" or status == "warming up" or r.reasons.get(sig), r.status
+
+
 def test_restore_after_capture_is_seen_by_the_replays(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNFLOW_STEP_GRAPHS", "1")
     g, x, y, loss, train, init, ws = _mlp()

@@ -73,7 +73,7 @@ def _fill(buf, a, stream) -> None:
         else:
             buf[...] = a
     else:
-        host = np.ascontiguousarray(a, dtype=buf.dtype)
+        host = np.asarray(a, dtype=buf.dtype, order="C")   # (ascontiguousarray makes 0-d 1-d)
         if host.nbytes:
             buf.set(host, stream)
 
@@ -81,7 +81,7 @@ def _fill(buf, a, stream) -> None:
 def upload(recording, value):
     """`value` (host) in device memory for a graph being recorded: copied now, outside the graph
     (on a side stream, waited for), into a buffer the graph keeps."""
-    host = np.ascontiguousarray(value)
+    host = np.asarray(value, order="C")
     with recording.outer, cp.cuda.using_allocator(cp.get_default_memory_pool().malloc):
         arr = cp.empty(host.shape, host.dtype)
     if host.nbytes:
