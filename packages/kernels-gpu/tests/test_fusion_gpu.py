@@ -6,13 +6,11 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-cupy = pytest.importorskip("cupy", reason="cupy is not installed")
-try:
-    _NUM_GPUS = cupy.cuda.runtime.getDeviceCount()
-except Exception:  # noqa: BLE001 - no driver or no device
-    _NUM_GPUS = 0
-if not _NUM_GPUS:
-    pytest.skip("no CUDA GPU is visible", allow_module_level=True)
+from kernflow.kernels.gpu.device import visible_gpus  # noqa: E402 - 0 without cupy or a GPU
+
+if not visible_gpus():
+    pytest.skip("no GPU: cupy or a CUDA device is missing", allow_module_level=True)
+import cupy  # noqa: E402
 
 import kernflow.core as kf  # noqa: E402
 from kernflow.kernels.cpu.fusion import compile_program  # noqa: E402

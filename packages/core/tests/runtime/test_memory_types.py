@@ -66,49 +66,39 @@ def test_a_merge_of_known_and_unknown_inputs_has_no_fixed_memory():
     assert mem.kind[merge.out_base + 1] == "host"                     # value_index
 
 
-def test_recv_conversion_failure_reaches_the_step():
+def _recv_step(dtype, tensor):
+    """A _Recv kernel on the fake accelerator, its step, and the key a sender uses."""
     dev = _Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU")
 
     class Ctx:
         device = dev
         attrs = {"send_device": "/job:localhost/replica:0/task:0/device:CPU:1",
-                 "send_device_incarnation": 1, "recv_device": dev.name, "tensor_name": "t",
-                 "T": kf.float32}
+                 "send_device_incarnation": 1, "recv_device": dev.name, "tensor_name": tensor,
+                 "T": dtype}
 
         def get_attr(self, k):
             return self.attrs[k]
 
-    from kernflow.core.runtime.rendezvous import LocalRendezvous
     from kernflow.core.runtime.executor import StepContext
-    recv = base_kernels._recv(Ctx())
+    from kernflow.core.runtime.rendezvous import LocalRendezvous
     step = StepContext(1, LocalRendezvous())
+    return base_kernels._recv(Ctx()), step, base_kernels._key(Ctx()) + step.frame_key
+
+
+def test_recv_conversion_failure_reaches_the_step():
+    recv, step, key = _recv_step(kf.float32, "t")
     got = []
     done = threading.Event()
     recv(step, [], lambda v: (got.append(v), done.set()))
-    key = base_kernels._key(Ctx()) + step.frame_key
     step.rendezvous.send(key, object())        # not convertible: an error for the Recv, no raise here
     assert done.wait(5)
     assert isinstance(got[0], TypeError)
 
 
 def test_recv_of_a_handle_passes_it_on_unconverted():
-    dev = _Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU")
-
-    class Ctx:
-        device = dev
-        attrs = {"send_device": "/job:localhost/replica:0/task:0/device:CPU:1",
-                 "send_device_incarnation": 1, "recv_device": dev.name, "tensor_name": "h",
-                 "T": kf.resource}
-
-        def get_attr(self, k):
-            return self.attrs[k]
-
-    from kernflow.core.runtime.rendezvous import LocalRendezvous
-    from kernflow.core.runtime.executor import StepContext
-    recv = base_kernels._recv(Ctx())
-    step = StepContext(1, LocalRendezvous())
+    recv, step, key = _recv_step(kf.resource, "h")
     handle = object()
     got = []
     recv(step, [], got.append)
-    step.rendezvous.send(base_kernels._key(Ctx()) + step.frame_key, handle)
+    step.rendezvous.send(key, handle)
     assert got == [handle]
