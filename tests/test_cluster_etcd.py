@@ -253,3 +253,65 @@ def test_etcd_restart_while_the_cluster_runs(cluster):
                 time.sleep(0.1)
         finally:
             server.stop()
+
+
+def _wait_for(check, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.mark.timeout(120)
+def test_cluster_up_restart_on_failure_brings_killed_processes_back(tmp_path):
+    state_dir = tmp_path / "state"
+    up = _cli("cluster", "up", "--ps", "1", "--workers", "2", "--cluster", "r", "--state-dir", str(state_dir),
+              "--ttl", str(TTL), "--timeout", "30", "--restart", "on-failure")
+    state_file = state_dir / "cluster.json"
+    seen = []
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        state = json.loads(state_file.read_text())
+        seen += [state["supervisor"], state["etcd"], state["master"], *state["tasks"]]
+        assert "supervisor (restart on-failure)" in up.stdout
+        ep, target = state["etcd"]["address"], state["target"]
+        g, init, x, y = _graph()
+        with kf.Session(target, graph=g, config=CONFIG) as sess:
+            sess.run(init)
+            np.testing.assert_allclose(sess.run(y, {x: [1.0, 1.0, 1.0]}), [3.0] * 3)
+        old = _task(state, "/job:worker/task:1")
+        os.kill(old["pid"], signal.SIGKILL)
+
+        def restarted():
+            rec = _task(json.loads(state_file.read_text()), "/job:worker/task:1")
+            return rec if rec["pid"] != old["pid"] and pid_alive(rec["pid"]) else None
+        new = _wait_for(restarted, 20, "the supervisor to restart /job:worker/task:1")
+        seen.append(new)
+        assert new["restarts"] == 1
+        _wait_cluster(ep, "r", lambda v: v["workers"].get("/job:worker/replica:0/task:1", {}).get("pid")
+                      == new["pid"], timeout_s=15)
+        with kf.Session(target, graph=g, config=CONFIG) as sess:   # found through etcd; ps kept v
+            np.testing.assert_allclose(sess.run(y, {x: [1.0, 2.0, 3.0]}), [3.0, 5.0, 7.0])
+
+        etcd_old = json.loads(state_file.read_text())["etcd"]
+        os.kill(etcd_old["pid"], signal.SIGKILL)
+        etcd_new = _wait_for(lambda: (lambda e: e if e["pid"] != etcd_old["pid"] and pid_alive(e["pid"])
+                                      else None)(json.loads(state_file.read_text())["etcd"]),
+                             20, "the supervisor to restart etcd")
+        seen.append(etcd_new)
+        _wait_cluster(ep, "r", lambda v: v["master"] is not None and len(v["workers"]) == 3, timeout_s=15)
+        status = _cli("cluster", "status", "--state-dir", str(state_dir))
+        assert "supervisor" in status.stdout and "(restarted 1x)" in status.stdout, status.stdout
+
+        down = _cli("cluster", "down", "--state-dir", str(state_dir), "--grace", "5")
+        assert down.returncode == 0, down.stdout + down.stderr
+        time.sleep(1.0)   # nothing comes back after down
+        for rec in seen:
+            assert not pid_alive(rec["pid"], rec.get("start_time")), rec
+    finally:
+        if state_file.exists():
+            _cli("cluster", "down", "--state-dir", str(state_dir), "--grace", "3")
+        stop_pids([(r["pid"], r.get("start_time")) for r in seen if r and r.get("pid")], 2.0)

@@ -17,14 +17,20 @@ and prints::
 
 Either is a session target. If anything fails to come up, everything started is stopped again.
 
+``up --restart on-failure`` (or ``always``) also leaves a supervisor running
+(`kernflow.client.cluster_supervisor`) that starts again any task, the master or etcd that dies,
+with the same arguments: a killed task comes back on a new port and the cluster finds it in etcd.
+
 ``down`` stops exactly the processes the state file records (SIGTERM, SIGKILL after ``--grace``
 seconds; a PID that now belongs to another process is left alone): the master and the tasks first,
-so they can remove their keys, then etcd. It then removes etcd's data and the state file.
+so they can remove their keys, then etcd (the supervisor, when there is one, before anything
+else, so that nothing is restarted). It then removes etcd's data and the state file.
 The default state directory is ``$XDG_STATE_HOME/kernflow/cluster`` (``~/.local/state/...``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -63,6 +69,12 @@ def configure(parser) -> None:
                     help="etcd lease TTL in seconds of every registration (default: 10)")
     up.add_argument("--timeout", type=float, default=60.0,
                     help="seconds to wait for everything to register (default: 60)")
+    up.add_argument("--restart", choices=["no", "on-failure", "always"], default="no",
+                    help="leave a supervisor running that restarts a task, the master or etcd when it "
+                         "dies (on-failure: non-zero exit or a signal) (default: no)")
+    sup = sub.add_parser("supervise", help=argparse.SUPPRESS)
+    sup.add_argument("--state-dir", required=True)
+    sup.add_argument("--restart", choices=["on-failure", "always"], default="on-failure")
     down = sub.add_parser("down", help="stop the processes `up` started",
                           description="Stop the processes recorded in the state file and remove it.")
     down.add_argument("--state-dir", default=None, metavar="DIR", help="the state directory `up` used")
@@ -81,6 +93,9 @@ def run(args) -> int:
         return _down(args)
     if action == "status":
         return _status(args)
+    if action == "supervise":
+        from kernflow.client import cluster_supervisor
+        return cluster_supervisor.main(args.state_dir, args.restart)
     print("usage: kernflow cluster {up,down,status} ... (see kernflow cluster -h)", file=sys.stderr)
     return 2
 
@@ -121,6 +136,8 @@ def _services(state: dict) -> list[dict]:
 def _alive(state: dict) -> list[dict]:
     from kernflow.client.etcd_server import pid_alive
     procs = list(_services(state))
+    if (state.get("supervisor") or {}).get("pid"):
+        procs.append(state["supervisor"])
     etcd = state.get("etcd") or {}
     if etcd.get("pid"):
         procs.append(etcd)
@@ -128,9 +145,18 @@ def _alive(state: dict) -> list[dict]:
 
 
 def _stop_state(state: dict, grace_s: float) -> list[tuple[str, int, str]]:
-    """Stops the services, then etcd; returns (what, pid, how) per process."""
+    """Stops the supervisor, the services, then etcd; returns (what, pid, how) per process."""
     from kernflow.client.etcd_server import stop_pids
     report = []
+    sup = state.get("supervisor") or {}
+    if sup.get("pid"):
+        pid = int(sup["pid"])
+        report.append(("supervisor", pid, stop_pids([(pid, sup.get("start_time"))], grace_s)[pid]))
+        # It may have restarted processes since `state` was read: their PIDs are in the file now.
+        try:
+            state = read_state(state.get("state_dir")) or state
+        except ValueError:
+            pass
     services = _services(state)
     done = stop_pids([(int(s["pid"]), s.get("start_time")) for s in services], grace_s)
     report += [(s["name"], int(s["pid"]), done[int(s["pid"])]) for s in services]
@@ -254,11 +280,13 @@ def _up(args) -> int:
         for job, i in tasks:
             name = f"/job:{job}/task:{i}"
             log = os.path.join(logs, f"{job}-{i}.log")
-            procs[name] = _spawn(["worker", *common, "--job", job, "--task", str(i)], log)
-            state["tasks"].append(_record(name, procs[name], log, job=job, task=i))
+            argv = ["worker", *common, "--job", job, "--task", str(i)]
+            procs[name] = _spawn(argv, log)
+            state["tasks"].append(_record(name, procs[name], log, job=job, task=i, argv=argv))
         log = os.path.join(logs, "master.log")
-        procs["master"] = _spawn(["master", *common, "--min-workers", str(len(tasks))], log)
-        state["master"] = _record("master", procs["master"], log)
+        argv = ["master", *common, "--min-workers", str(len(tasks))]
+        procs["master"] = _spawn(argv, log)
+        state["master"] = _record("master", procs["master"], log, argv=argv)
         _write_state(path, state)
         view = _wait_registered(state, procs, endpoint, cluster, args.timeout)
     except (_UpError, errors.OpError, OSError) as e:
@@ -280,6 +308,11 @@ def _up(args) -> int:
     for rec in state["tasks"]:
         rec["address"] = view["workers"][f"/job:{rec['job']}/replica:0/task:{rec['task']}"]["address"]
     state["target"] = f"etcd://{endpoint}/{cluster}"
+    if args.restart != "no":
+        log = os.path.join(logs, "supervisor.out")
+        procs["supervisor"] = _spawn(["cluster", "supervise", "--state-dir", state_dir, "--restart",
+                                      args.restart], log)
+        state["supervisor"] = _record("supervisor", procs["supervisor"], log, policy=args.restart)
     _write_state(path, state)
     # The services outlive this command on purpose (`down` stops them by PID). Popen warns
     # (ResourceWarning) about a child still running when its object is collected; mark them done.
@@ -292,6 +325,8 @@ def _up(args) -> int:
         print(f"  {rec['name']:<20} {rec['address']:<22} pid {rec['pid']}")
     print(f"target: {state['target']}")
     print(f"master: {state['master']['target']}")
+    if state.get("supervisor"):
+        print(f"  supervisor (restart {args.restart}) pid {state['supervisor']['pid']}")
     print(f"state: {path} (stop with: kernflow cluster down --state-dir {state_dir})", flush=True)
     return 0
 
@@ -328,10 +363,11 @@ def _status(args) -> int:
         print(f"no cluster state at {path}")
         return 1
     print(f"cluster {state.get('cluster')}: target {state.get('target')}")
-    for rec in [state.get("etcd") or {}, *_services(state)]:
+    for rec in [state.get("supervisor") or {}, state.get("etcd") or {}, *_services(state)]:
         if rec.get("pid"):
             up = "running" if pid_alive(int(rec["pid"]), rec.get("start_time")) else "gone"
-            print(f"  {rec.get('name', '?'):<20} pid {rec['pid']:<8} {up}")
+            restarts = f" (restarted {rec['restarts']}x)" if rec.get("restarts") else ""
+            print(f"  {rec.get('name', '?'):<20} pid {rec['pid']:<8} {up}{restarts}")
     try:
         view = discovery.list_cluster(state["etcd"]["address"], state["cluster"], timeout_s=2.0)
     except (errors.OpError, KeyError, TypeError) as e:
