@@ -202,6 +202,11 @@ def _chains_graph(length):
     return g, x, out, local
 
 
+# As in TF, a new session waits for every task of the cluster (CreateSession) unless its device
+# filters leave the dead one out.
+_ONLY_TASK0 = kf.ConfigProto(device_filters=["/job:worker/task:0"])
+
+
 def _local_graph():
     g = kf.Graph()
     with g.as_default(), kf.device("/job:worker/task:0"):
@@ -238,7 +243,7 @@ def test_worker_killed_during_a_step_fails_it_fast_and_the_survivor_aborts():
                 sess.close()
             # A step that does not involve the dead worker still runs, promptly.
             g2, x2, y2 = _local_graph()
-            with kf.Session(server.target, graph=g2) as s2:
+            with kf.Session(server.target, graph=g2, config=_ONLY_TASK0) as s2:
                 t = time.monotonic()
                 assert s2.run(y2, {x2: np.ones(4, np.float32)}) == 12.0
                 assert time.monotonic() - t < 5.0
@@ -260,8 +265,15 @@ def test_step_needing_a_worker_killed_between_steps_fails_fast_naming_it():
                 assert time.monotonic() - t < 5.0
                 assert "/job:worker/replica:0/task:1" in str(e.value), str(e.value)
         g2, x2, y2 = _local_graph()
-        with kf.Session(targets[0], graph=g2) as sess:
+        with kf.Session(targets[0], graph=g2, config=_ONLY_TASK0) as sess:
             assert sess.run(y2, {x2: np.ones(2, np.float32)}) == 6.0
+        # Without filters the new session waits for the dead task, bounded by the operation timeout.
+        t = time.monotonic()
+        with pytest.raises(errors.DeadlineExceededError, match="/job:worker/replica:0/task:1"):
+            with kf.Session(targets[0], graph=g2,
+                            config=kf.ConfigProto(operation_timeout_in_ms=1000)) as sess:
+                sess.run(y2, {x2: np.ones(2, np.float32)})
+        assert time.monotonic() - t < 5.0
 
 
 def test_same_session_runs_steps_without_the_dead_worker():
@@ -306,7 +318,7 @@ def test_worker_killed_while_the_client_waits_to_pull_its_fetch_fails_fast(monke
             time.sleep(1.5)                        # registered, running, the client's pull waiting
             _kill_task1_and_check_the_step_fails_fast(kids, thread, box)
         g2, x2, y2 = _local_graph()
-        with kf.Session(targets[0], graph=g2) as s2:
+        with kf.Session(targets[0], graph=g2, config=_ONLY_TASK0) as s2:
             assert s2.run(y2, {x2: np.ones(2, np.float32)}) == 6.0
 
 

@@ -317,3 +317,39 @@ def test_demo_trains_on_a_local_server_and_on_a_ps_worker_cluster(tmp_path):
         out, acc = _demo(tmp_path / "ps", targets[("worker", 0)], "--epochs", "3", "--resume")
         assert "resumed from" in out and "(epoch 2)" in out and "epoch   3" in out, out
         assert acc >= 70.0, out
+
+
+def test_chief_started_before_its_ps_waits_for_it():
+    """As TF's CreateSession: a session on the chief waits for a ps that is not up yet and trains once
+    it comes (started 2 s later), instead of failing with UnavailableError."""
+    ps_port, w_port = _free_ports(2)
+    cluster = {"ps": [f"localhost:{ps_port}"], "worker": [f"localhost:{w_port}"]}
+    with _children() as kids:
+        target = _start_servers(kids, cluster, [("worker", 0)])[("worker", 0)]
+        g = kf.Graph()
+        with g.as_default():
+            with kf.device("/job:ps/task:0"):
+                v = kf.Variable(np.float32(1.0), name="v")
+            with kf.device("/job:worker/task:0"):
+                step = kf.assign_add(v, 2.0)
+            init = kf.global_variables_initializer()
+        box = {}
+
+        def train():
+            try:
+                with kf.Session(target, graph=g) as sess:
+                    sess.run(init)
+                    box["out"] = [float(sess.run(step)) for _ in range(3)]
+            except Exception as e:  # noqa: BLE001 - reported below
+                box["error"] = e
+        t = threading.Thread(target=train, daemon=True)
+        t.start()
+        time.sleep(2.0)
+        assert t.is_alive() and not box, box          # waiting for the ps, not failed
+        started = time.monotonic()
+        _start_servers(kids, cluster, [("ps", 0)])
+        t.join(30)
+        assert not t.is_alive(), "the session did not start once the ps was up"
+        assert "error" not in box, repr(box.get("error"))
+        assert box["out"] == [3.0, 5.0, 7.0]
+        assert time.monotonic() - started < 15

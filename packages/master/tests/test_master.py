@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import kernflow.core as kf
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import config_pb2
+from kernflow.master import master as master_mod
 
 T0 = "/job:worker/replica:0/task:0"
 T1 = "/job:worker/replica:0/task:1"
@@ -364,25 +366,58 @@ def test_get_status_failure_of_another_task_is_not_fatal(make_cluster):
 
     def down(req):
         raise errors.UnavailableError(None, None, "down")
-    c.spies[T1].hooks["get_status"] = down
     g = kf.Graph()
     with g.as_default():
         out = kf.constant(2.0) + 1.0
-    assert c.session(g).run(out) == 3.0
     g2 = kf.Graph()
     with g2.as_default():
         with kf.device("/job:worker/task:1"):
             out2 = kf.constant(2.0) + 1.0
+    s, s2 = c.session(g), c.session(g2)          # created while every task answers
+    c.spies[T1].hooks["get_status"] = down
+    assert s.run(out) == 3.0                     # a step that does not need task 1 runs
     with pytest.raises(errors.UnavailableError, match="unreachable") as e:
-        c.session(g2).run(out2)
-    assert T1 in str(e.value) and "down" in str(e.value)
-    del c.spies[T1].hooks["get_status"]   # the task is back: the same session recovers
-    s2 = c.session(g2)
-    with pytest.raises(errors.UnavailableError):
-        c.spies[T1].hooks["get_status"] = down
         s2.run(out2)
-    del c.spies[T1].hooks["get_status"]
+    assert T1 in str(e.value) and "down" in str(e.value)
+    del c.spies[T1].hooks["get_status"]          # the task is back: the same session recovers
     assert s2.run(out2) == 3.0
+
+
+def test_create_session_waits_for_tasks_that_are_not_up_yet(make_cluster, caplog):
+    c = make_cluster()
+    calls = []
+
+    def down(req):
+        calls.append(time.monotonic())
+        if len(calls) < 4:
+            raise errors.UnavailableError(None, None, "connection refused")
+        del c.spies[T1].hooks["get_status"]   # the task is up: the spy calls the worker now
+    c.spies[T1].hooks["get_status"] = down
+    g = kf.Graph()
+    with g.as_default(), kf.device("/job:worker/task:1"):
+        out = kf.constant(2.0) + 1.0
+    with mock.patch.object(master_mod, "WAIT_LOG_S", 0.0), caplog.at_level("INFO"):
+        s = c.session(g)                           # returns once task 1 answers
+    assert len(calls) == 4 and s.run(out) == 3.0
+    assert f"CreateSession still waiting for response from worker: {T1}" in caplog.text
+
+
+def test_create_session_wait_is_bounded_by_the_operation_timeout(make_cluster):
+    c = make_cluster()
+
+    def refused(req):
+        raise errors.UnavailableError(None, None, "connection refused")
+    c.spies[T1].hooks["get_status"] = refused
+    g = kf.Graph()
+    with g.as_default():
+        out = kf.constant(2.0) + 1.0
+    t0 = time.monotonic()
+    with pytest.raises(errors.DeadlineExceededError, match=f"waiting for response from worker.*{T1}"):
+        c.session(g, config=kf.ConfigProto(operation_timeout_in_ms=400))
+    assert time.monotonic() - t0 < 3
+    # device_filters: a session that needs only task 0 does not wait for task 1
+    s = c.session(g, config=kf.ConfigProto(device_filters=["/job:worker/task:0"]))
+    assert s.run(out) == 3.0
 
 
 def test_list_devices_and_master_arguments(make_cluster):

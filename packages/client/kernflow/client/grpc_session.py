@@ -38,6 +38,9 @@ __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd
 
 _log = logging.getLogger(__name__)
 SCHEME = "grpc://"
+# How long CreateSession may wait for tasks that are not up yet when the config sets no operation
+# timeout (MonitoredTrainingSession's default max_wait_secs).
+CREATE_SESSION_TIMEOUT_S = 7200.0
 # Steps expected to fetch at least this many bytes stream their fetches (RunStepStream).
 STREAM_FETCH_BYTES = 1 << 20
 _MAX_REMEMBERED = 1024   # fetch lists whose result size is remembered
@@ -104,7 +107,11 @@ class GrpcSession:
                 req = master_pb2.CreateSessionRequest(graph_def=gd, target=self.target)
                 if self.config is not None:
                     req.config.CopyFrom(self.config)
-                resp = self._master.create_session(req)
+                # The master waits for tasks not up yet (as TF's CreateSession): as long as the
+                # config's operation timeout, else up to CREATE_SESSION_TIMEOUT_S.
+                wait_s = (self._timeout_ms / 1000.0 + 5.0 if self._timeout_ms > 0
+                          else CREATE_SESSION_TIMEOUT_S)
+                resp = self._master.create_session(req, timeout=wait_s)
                 if not resp.session_handle:
                     raise errors.InternalError(None, None, f"master at {self.address} returned an "
                                                f"empty session handle")

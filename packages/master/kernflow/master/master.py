@@ -49,6 +49,8 @@ from kernflow.master.threads import ElasticPool, call_all
 __all__ = ["Master"]
 
 _log = logging.getLogger(__name__)
+# How often CreateSession logs the tasks it still waits for (TF: every 10 s).
+WAIT_LOG_S = 10.0
 _tracer = _otel.get_tracer("kernflow.master")
 _tracing = channels.tracing_active   # True once an application installed an OpenTelemetry SDK
 
@@ -217,16 +219,60 @@ class Master:
         return devices, unreachable
 
     # ------------------------------------------------------------------ sessions
-    def create_session(self, request) -> master_pb2.CreateSessionResponse:
-        """Creates a session holding `request.graph_def`; its graph version starts at 0."""
+    def create_session(self, request, deadline_s: float | None = None,
+                       cancelled=None) -> master_pb2.CreateSessionResponse:
+        """Creates a session holding `request.graph_def`; its graph version starts at 0.
+
+        As TF's CreateSession, it first waits until every task the session needs (all, or those
+        its `device_filters` match) answers, logging "CreateSession still waiting for response from
+        worker: ..." every `WAIT_LOG_S` seconds, so a chief started before its ps simply waits.
+
+        Args:
+            request: the CreateSessionRequest.
+            deadline_s: the longest wait for the tasks (the caller's RPC deadline); the session
+                config's `operation_timeout_in_ms`, when set, bounds it too.
+            cancelled: fn() -> True when the caller went away (the wait stops).
+
+        Raises:
+            DeadlineExceededError: naming the tasks that did not answer in time.
+            InvalidArgumentError: a malformed graph, or device filters matching no task.
+        """
         config = request.config if request.HasField("config") else self.config
         check_graph(request.graph_def, set())
         handle = uuid.uuid4().hex
         s = _Session(handle, config, request.graph_def)
-        self._tasks_for(s.filters)  # validates the filters now rather than at the first step
+        tasks = self._tasks_for(s.filters)  # validates the filters now rather than at the first step
+        limit = [t for t in (deadline_s, s.config.operation_timeout_in_ms / 1000.0 if s.config is not None
+                             and s.config.operation_timeout_in_ms > 0 else None) if t is not None]
+        self._wait_for_tasks(tasks, min(limit) if limit else None, cancelled)
         with self._lock:
             self._sessions[handle] = s
         return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=s.version)
+
+    def _wait_for_tasks(self, tasks, timeout_s: float | None, cancelled=None) -> None:
+        """Returns once every task answers GetStatus; see `create_session`."""
+        start = time.monotonic()
+        next_log = start + WAIT_LOG_S
+        pause = 0.1
+        while True:
+            got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
+                                   min(self.rpc_timeout_s, timeout_s or self.rpc_timeout_s))
+            missing = [t for t in tasks if got[t][1] is not None]
+            if not missing:
+                return
+            now = time.monotonic()
+            if timeout_s is not None and now - start + pause >= timeout_s:
+                raise errors.DeadlineExceededError(
+                    None, None, f"CreateSession timed out after {now - start:.1f} s waiting for "
+                    f"response from worker(s): {', '.join(missing)} ({got[missing[0]][1].message})")
+            if cancelled is not None and cancelled():
+                raise errors.CancelledError(None, None, "CreateSession: the caller went away")
+            if now >= next_log:
+                for t in missing:
+                    _log.info("CreateSession still waiting for response from worker: %s", t)
+                next_log = now + WAIT_LOG_S
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def extend_session(self, request) -> master_pb2.ExtendSessionResponse:
         """Adds nodes to a session's graph (the whitepaper's Extend).

@@ -25,7 +25,9 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
 
     @rpc_method
     def CreateSession(self, request, context):
-        return self._master.create_session(request)
+        # Waits for the session's tasks at most as long as the caller waits for the answer.
+        return self._master.create_session(request, deadline_s=context.time_remaining(),
+                                           cancelled=lambda: not context.is_active())
 
     @rpc_method
     def ExtendSession(self, request, context):
