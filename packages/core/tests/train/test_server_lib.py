@@ -184,8 +184,11 @@ def test_two_task_cluster_in_one_process():
                 sess.run(train2, {x2: xv, y2: yv})
             assert sess.run(w2).tobytes() == trained.tobytes()
         # The ps task goes away: steps that need it fail with UnavailableError, and say which task.
-        ps.stop()
+        # (The session is created, by its first step, while the ps is up: as in TF, CreateSession
+        # waits for every task.)
         with kf.Session(worker.target, graph=g) as sess:
+            sess.run(loss, {x: xv, y: yv})
+            ps.stop()
             with pytest.raises(errors.UnavailableError, match="/job:ps"):
                 sess.run(train, {x: xv, y: yv})
     finally:

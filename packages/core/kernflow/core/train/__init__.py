@@ -1,5 +1,5 @@
-"""`kf.train`: optimizers, schedules, the global step, checkpoints, queue runners and input
-batching (TF1's tf.train)."""
+"""`kf.train`: optimizers, schedules, the global step, checkpoints, queue runners, input
+batching, monitored sessions and hooks, and the Supervisor (TF1's tf.train)."""
 
 from kernflow.core.train.learning_rate import *  # noqa: F403
 from kernflow.core.train.optimizer import Optimizer
@@ -16,6 +16,22 @@ try:  # checkpoints
 except ModuleNotFoundError as _e:  # pragma: no cover - until the checkpoint module lands
     if _e.name != "kernflow.core.train.saver":
         raise
+
+
+from kernflow.core.train.training_util import write_graph
+from kernflow.core.train.session_run_hook import (SessionRunArgs, SessionRunContext, SessionRunHook,
+                                                  SessionRunValues)
+from kernflow.core.train.basic_session_run_hooks import (CheckpointSaverHook, CheckpointSaverListener,
+                                                         FeedFnHook, FinalOpsHook, GlobalStepWaiterHook,
+                                                         LoggingTensorHook, NanLossDuringTrainingError,
+                                                         NanTensorHook, SecondOrStepTimer,
+                                                         StepCounterHook, StopAtStepHook)
+from kernflow.core.train.scaffold import Scaffold
+from kernflow.core.train.session_manager import SessionManager
+from kernflow.core.train.monitored_session import (ChiefSessionCreator, MonitoredSession,
+                                                   MonitoredTrainingSession, SessionCreator,
+                                                   SingularMonitoredSession, WorkerSessionCreator)
+from kernflow.core.train.supervisor import Supervisor
 
 
 def get_optimizer(name: str):

@@ -79,7 +79,9 @@ def create_global_step(graph=None):
 
 
 def get_or_create_global_step(graph=None):
-    return get_global_step(graph) or create_global_step(graph)
+    """Returns the global step variable of `graph`, creating it if needed."""
+    step = get_global_step(graph)
+    return step if step is not None else create_global_step(graph)
 
 
 def global_step(sess, global_step_tensor):

@@ -1,0 +1,524 @@
+"""The standard `SessionRunHook`s of TF1's tf.train: stopping, checkpointing, logging, checks.
+
+`StopAtStepHook`, `CheckpointSaverHook` (with `CheckpointSaverListener`), `StepCounterHook`,
+`LoggingTensorHook`, `NanTensorHook`, `FinalOpsHook`, `FeedFnHook`, `GlobalStepWaiterHook` and the
+`SecondOrStepTimer` they trigger on.
+
+kernflow has no `kf.summary` yet, so `StepCounterHook` logs global_step/sec but writes no summary,
+`CheckpointSaverHook` writes no session log or meta graph event, and SummarySaverHook and
+ProfilerHook are not provided.
+
+Example::
+
+    hooks = [kf.train.StopAtStepHook(last_step=1000),
+             kf.train.NanTensorHook(loss),
+             kf.train.LoggingTensorHook({"loss": loss}, every_n_iter=100)]
+    with kf.train.MonitoredTrainingSession(checkpoint_dir="/tmp/run", hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from kernflow.core.framework import errors
+from kernflow.core.framework import ops as _ops
+from kernflow.core.train import training_util
+from kernflow.core.train.learning_rate import get_global_step
+from kernflow.core.train.session_run_hook import SessionRunArgs, SessionRunHook
+
+__all__ = ["SecondOrStepTimer", "LoggingTensorHook", "StopAtStepHook", "CheckpointSaverListener",
+           "CheckpointSaverHook", "StepCounterHook", "NanLossDuringTrainingError", "NanTensorHook",
+           "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"]
+
+_log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- timers
+class SecondOrStepTimer:
+    """Triggers at most once every `every_secs` seconds or once every `every_steps` steps.
+
+    Args:
+        every_secs: seconds between triggers.
+        every_steps: steps between triggers.
+
+    Raises:
+        ValueError: neither or both are given.
+    """
+
+    def __init__(self, every_secs=None, every_steps=None):
+        if every_secs is None and every_steps is None:
+            raise ValueError("Either every_secs or every_steps should be provided.")
+        if every_secs is not None and every_steps is not None:
+            raise ValueError("Can not provide both every_secs and every_steps.")
+        self._every_secs = every_secs
+        self._every_steps = every_steps
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets the last trigger: the next `should_trigger_for_step` is True."""
+        self._last_triggered_step = None
+        self._last_triggered_time = None
+
+    def should_trigger_for_step(self, step) -> bool:
+        """True if the timer should trigger at `step` (never twice for the same step)."""
+        if self._last_triggered_step is None:
+            return True
+        if self._last_triggered_step == step:
+            return False
+        if self._every_secs is not None and time.time() >= self._last_triggered_time + self._every_secs:
+            return True
+        return self._every_steps is not None and step >= self._last_triggered_step + self._every_steps
+
+    def update_last_triggered_step(self, step):
+        """Records a trigger at `step`; returns (elapsed seconds, elapsed steps) since the last one,
+        or (None, None) for the first."""
+        now = time.time()
+        if self._last_triggered_time is None:
+            elapsed = (None, None)
+        else:
+            elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
+        self._last_triggered_time = now
+        self._last_triggered_step = step
+        return elapsed
+
+    def last_triggered_step(self):
+        """The step of the last trigger, or None."""
+        return self._last_triggered_step
+
+
+class NeverTriggerTimer(SecondOrStepTimer):
+    """A timer that never triggers."""
+
+    def __init__(self):
+        self.reset()
+
+    def should_trigger_for_step(self, step) -> bool:
+        return False
+
+
+def _as_graph_element(obj, graph):
+    """`obj` (a tensor, an op or a name) as an element of `graph` (a bare op name means ":0")."""
+    if not isinstance(obj, str):
+        if getattr(obj, "graph", None) is not graph:
+            raise ValueError(f"Passed {obj} should have graph attribute that is equal to current "
+                             f"graph {graph}.")
+        return obj
+    if ":" in obj:
+        return graph.as_graph_element(obj)
+    element = graph.as_graph_element(obj + ":0")
+    try:
+        graph.as_graph_element(obj + ":1")
+    except (KeyError, ValueError):
+        return element
+    raise ValueError(f"Name {obj} is ambiguous, as this `Operation` has multiple outputs (at least 2).")
+
+
+def _global_step_read(hook_name):
+    read = training_util.get_or_create_global_step_read()
+    if read is None:
+        raise RuntimeError(f"Global step should be created to use {hook_name}.")
+    return read
+
+
+# ---------------------------------------------------------------------------- logging
+class LoggingTensorHook(SessionRunHook):
+    """Logs the values of tensors every N local steps, every N seconds, and/or at the end.
+
+    The values are logged at INFO level as "tag = value, ..." (followed by the seconds since the
+    last log), or as `formatter(values)`.
+
+    Args:
+        tensors: a dict {tag: tensor or name} or a list of tensors or names (tag = the name).
+        every_n_iter: log every N local steps.
+        every_n_secs: log every N seconds.
+        at_end: log once more when the session ends.
+        formatter: fn(dict {tag: value}) -> str.
+
+    Raises:
+        ValueError: unless exactly one of every_n_iter and every_n_secs is given (or only at_end).
+    """
+
+    def __init__(self, tensors, every_n_iter=None, every_n_secs=None, at_end=False, formatter=None):
+        only_log_at_end = at_end and every_n_iter is None and every_n_secs is None
+        if not only_log_at_end and (every_n_iter is None) == (every_n_secs is None):
+            raise ValueError("either at_end and/or exactly one of every_n_iter and every_n_secs must "
+                             "be provided.")
+        if every_n_iter is not None and every_n_iter <= 0:
+            raise ValueError(f"invalid every_n_iter={every_n_iter}.")
+        if not isinstance(tensors, dict):
+            self._tag_order = list(tensors)
+            tensors = {item: item for item in tensors}
+        else:
+            self._tag_order = sorted(tensors.keys())
+        self._tensors = tensors
+        self._formatter = formatter
+        self._timer = NeverTriggerTimer() if only_log_at_end else \
+            SecondOrStepTimer(every_secs=every_n_secs, every_steps=every_n_iter)
+        self._log_at_end = at_end
+
+    def begin(self):
+        self._timer.reset()
+        self._iter_count = 0
+        graph = _ops.get_default_graph()
+        self._current_tensors = {tag: _as_graph_element(t, graph) for tag, t in self._tensors.items()}
+
+    def before_run(self, run_context):
+        self._should_trigger = self._timer.should_trigger_for_step(self._iter_count)
+        return SessionRunArgs(self._current_tensors) if self._should_trigger else None
+
+    def _log_tensors(self, tensor_values):
+        elapsed_secs, _ = self._timer.update_last_triggered_step(self._iter_count)
+        with np.printoptions(suppress=True):
+            if self._formatter:
+                _log.info("%s", self._formatter(tensor_values))
+                return
+            stats = ", ".join(f"{tag} = {tensor_values[tag]}" for tag in self._tag_order)
+        if elapsed_secs is not None:
+            _log.info("%s (%.3f sec)", stats, elapsed_secs)
+        else:
+            _log.info("%s", stats)
+
+    def after_run(self, run_context, run_values):
+        if self._should_trigger:
+            self._log_tensors(run_values.results)
+        self._iter_count += 1
+
+    def end(self, session):
+        if self._log_at_end:
+            self._log_tensors(session.run(self._current_tensors))
+
+
+class StepCounterHook(SessionRunHook):
+    """Logs the global steps per second ("global_step/sec: N") every N steps or seconds.
+
+    kernflow has no summary writer yet: `output_dir` and `summary_writer` are accepted for TF
+    compatibility, and the rate is only logged.
+
+    Args:
+        every_n_steps: log every N global steps.
+        every_n_secs: log every N seconds.
+        output_dir: where TF writes the summary (unused).
+        summary_writer: a summary writer (unused).
+
+    Raises:
+        ValueError: unless exactly one of every_n_steps and every_n_secs is given.
+    """
+
+    def __init__(self, every_n_steps=100, every_n_secs=None, output_dir=None, summary_writer=None):
+        if (every_n_steps is None) == (every_n_secs is None):
+            raise ValueError("exactly one of every_n_steps and every_n_secs should be provided.")
+        self._timer = SecondOrStepTimer(every_steps=every_n_steps, every_secs=every_n_secs)
+        self._summary_writer = summary_writer
+        self._output_dir = output_dir
+        self._last_global_step = None
+        self._steps_per_run = 1
+        self._warned_not_increasing = 0
+
+    def begin(self):
+        self._global_step_tensor = _global_step_read("StepCounterHook")
+        self._summary_tag = get_global_step().op.name + "/sec"
+
+    def after_create_session(self, session, coord):
+        self._last_global_step = None
+        self._timer.reset()
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._global_step_tensor)
+
+    def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+        rate = elapsed_steps / elapsed_time if elapsed_time > 0 else float("inf")
+        _log.info("%s: %g", self._summary_tag, rate)
+
+    def after_run(self, run_context, run_values):
+        stale_global_step = run_values.results
+        if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
+            global_step = run_context.session.run(self._global_step_tensor)
+            if self._timer.should_trigger_for_step(global_step):
+                elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
+                if elapsed_time is not None:
+                    self._log_and_record(elapsed_steps, elapsed_time, global_step)
+        if stale_global_step == self._last_global_step and self._warned_not_increasing < 5:
+            self._warned_not_increasing += 1
+            _log.warning("It seems that global step (kf.train.get_global_step) has not been "
+                         "increased. Current value (could be stable): %s vs previous value: %s. You "
+                         "could increase the global step by passing kf.train.get_global_step() to "
+                         "Optimizer.apply_gradients or Optimizer.minimize.", stale_global_step,
+                         self._last_global_step)
+        self._last_global_step = stale_global_step
+
+
+# ---------------------------------------------------------------------------- stopping and checks
+class StopAtStepHook(SessionRunHook):
+    """Requests a stop once the global step reaches `last_step` (or `num_steps` more steps).
+
+    Args:
+        num_steps: steps to run from the global step found when the session is created.
+        last_step: the global step to stop at.
+
+    Raises:
+        ValueError: neither or both are given.
+    """
+
+    def __init__(self, num_steps=None, last_step=None):
+        if num_steps is None and last_step is None:
+            raise ValueError("One of num_steps or last_step must be specified.")
+        if num_steps is not None and last_step is not None:
+            raise ValueError("Only one of num_steps or last_step can be specified.")
+        self._num_steps = num_steps
+        self._last_step = last_step
+
+    def begin(self):
+        self._global_step_tensor = _global_step_read("StopAtStepHook")
+
+    def after_create_session(self, session, coord):
+        if self._last_step is None:
+            self._last_step = session.run(self._global_step_tensor) + self._num_steps
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._global_step_tensor)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results + 1 >= self._last_step:
+            # The fetched value may predate this call's update: read the step again.
+            if run_context.session.run(self._global_step_tensor) >= self._last_step:
+                run_context.request_stop()
+
+
+class NanLossDuringTrainingError(RuntimeError):
+    """Raised by `NanTensorHook` when the loss is NaN."""
+
+    def __str__(self):
+        return "NaN loss during training."
+
+
+class NanTensorHook(SessionRunHook):
+    """Checks a loss tensor after every step: raises, or requests a stop, when it is NaN.
+
+    Args:
+        loss_tensor: the loss tensor.
+        fail_on_nan_loss: raise `NanLossDuringTrainingError` (default) instead of stopping.
+    """
+
+    def __init__(self, loss_tensor, fail_on_nan_loss=True):
+        self._loss_tensor = loss_tensor
+        self._fail_on_nan_loss = fail_on_nan_loss
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._loss_tensor)
+
+    def after_run(self, run_context, run_values):
+        if np.isnan(run_values.results):
+            failure_message = "Model diverged with loss = NaN."
+            if self._fail_on_nan_loss:
+                _log.error(failure_message)
+                raise NanLossDuringTrainingError
+            _log.warning(failure_message)
+            run_context.request_stop()
+
+
+class GlobalStepWaiterHook(SessionRunHook):
+    """Delays the first step until the global step reaches `wait_until_step` (for workers that
+    should start after the chief trained a while).
+
+    Args:
+        wait_until_step: the global step to wait for (<= 0: do not wait).
+    """
+
+    _poll_secs = 0.5
+
+    def __init__(self, wait_until_step):
+        self._wait_until_step = wait_until_step
+
+    def begin(self):
+        self._worker_is_started = False
+        self._global_step_tensor = _global_step_read("GlobalStepWaiterHook")
+
+    def before_run(self, run_context):
+        if self._worker_is_started:
+            return None
+        if self._wait_until_step <= 0:
+            self._worker_is_started = True
+            return None
+        _log.info("Waiting for global step %d before starting training.", self._wait_until_step)
+        last_logged_step = 0
+        while True:
+            current_step = run_context.session.run(self._global_step_tensor)
+            if current_step >= self._wait_until_step:
+                self._worker_is_started = True
+                return None
+            if current_step - last_logged_step > 1000:
+                _log.info("Waiting for global step %d before starting training. Current step is %d.",
+                          self._wait_until_step, current_step)
+                last_logged_step = current_step
+            time.sleep(self._poll_secs)
+
+
+# ---------------------------------------------------------------------------- feeds and final ops
+class FeedFnHook(SessionRunHook):
+    """Adds `feed_fn()` (a feed dict) to the feeds of every step.
+
+    Args:
+        feed_fn: fn() -> {tensor: value}.
+    """
+
+    def __init__(self, feed_fn):
+        self.feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class FinalOpsHook(SessionRunHook):
+    """Evaluates tensors once when the session ends; their values are in `final_ops_values`.
+
+    Args:
+        final_ops: a tensor, a list of tensors or a dict {name: tensor}.
+        final_ops_feed_dict: feeds for that run.
+    """
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._final_ops = final_ops
+        self._final_ops_feed_dict = final_ops_feed_dict
+        self._final_ops_values = None
+
+    @property
+    def final_ops_values(self):
+        """The values of `final_ops` after `end`, or None."""
+        return self._final_ops_values
+
+    def end(self, session):
+        if self._final_ops is None:
+            return
+        try:
+            self._final_ops_values = session.run(self._final_ops, feed_dict=self._final_ops_feed_dict)
+        except (errors.OutOfRangeError, StopIteration):
+            _log.warning("An OutOfRangeError or StopIteration exception is raised by the code in "
+                         "FinalOpsHook. This typically means the ops run by the FinalOpsHook have a "
+                         "dependency back to some input source, which should not happen: final ops "
+                         "should only read variables, not take another batch from the input.")
+            raise
+
+
+# ---------------------------------------------------------------------------- checkpoints
+class CheckpointSaverListener:
+    """Callbacks around the saves of a `CheckpointSaverHook` (every method a no-op by default).
+
+    `after_save` returning True asks the training to stop.
+    """
+
+    def begin(self):
+        """Called from the hook's `begin`."""
+
+    def before_save(self, session, global_step_value):
+        """Called before each checkpoint is written."""
+
+    def after_save(self, session, global_step_value):
+        """Called after each checkpoint was written; return True to request a stop."""
+
+    def end(self, session, global_step_value):
+        """Called at the end of the session, after the last save."""
+
+
+class CheckpointSaverHook(SessionRunHook):
+    """Saves checkpoints every N steps or seconds, once when the session is created and once at
+    its end (unless that step was just saved).
+
+    Args:
+        checkpoint_dir: the directory of the checkpoints.
+        save_secs: save every N seconds.
+        save_steps: save every N global steps.
+        saver: the `Saver` (default: the scaffold's, else the one in the SAVERS collection).
+        checkpoint_basename: the prefix's file name ("model.ckpt" -> "model.ckpt-<step>").
+        scaffold: a `Scaffold` whose saver is used.
+        listeners: `CheckpointSaverListener`s.
+        save_graph_def: also write ``graph.pbtxt`` to `checkpoint_dir` when the session is created.
+
+    Raises:
+        ValueError: both `saver` and `scaffold`, or neither or both of save_secs and save_steps.
+    """
+
+    def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None,
+                 checkpoint_basename="model.ckpt", scaffold=None, listeners=None, save_graph_def=True):
+        _log.info("Create CheckpointSaverHook.")
+        if saver is not None and scaffold is not None:
+            raise ValueError("You cannot provide both saver and scaffold.")
+        self._saver = saver
+        self._checkpoint_dir = checkpoint_dir
+        self._save_path = os.path.join(checkpoint_dir, checkpoint_basename)
+        self._scaffold = scaffold
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+        self._listeners = listeners or []
+        self._steps_per_run = 1
+        self._save_graph_def = save_graph_def
+
+    def begin(self):
+        self._graph = _ops.get_default_graph()
+        self._global_step_tensor = _global_step_read("CheckpointSaverHook")
+        for listener in self._listeners:
+            listener.begin()
+
+    def after_create_session(self, session, coord):
+        global_step = session.run(self._global_step_tensor)
+        if self._save_graph_def:
+            training_util.write_graph(session.graph.as_graph_def(add_shapes=True),
+                                      self._checkpoint_dir, "graph.pbtxt")
+        # The checkpoint written here holds the state at step `global_step`.
+        self._save(session, global_step)
+        self._timer.update_last_triggered_step(global_step)
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._global_step_tensor)
+
+    def after_run(self, run_context, run_values):
+        stale_global_step = run_values.results
+        if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
+            global_step = run_context.session.run(self._global_step_tensor)
+            if self._timer.should_trigger_for_step(global_step):
+                self._timer.update_last_triggered_step(global_step)
+                if self._save(run_context.session, global_step):
+                    run_context.request_stop()
+
+    def end(self, session):
+        last_step = session.run(self._global_step_tensor)
+        if last_step != self._timer.last_triggered_step():
+            self._save(session, last_step)
+        for listener in self._listeners:
+            listener.end(session, last_step)
+
+    def _save(self, session, step) -> bool:
+        """Writes a checkpoint for `step`; returns True if a listener asked to stop."""
+        _log.info("Calling checkpoint listeners before saving checkpoint %d...", step)
+        for listener in self._listeners:
+            listener.before_save(session, step)
+        _log.info("Saving checkpoints for %d into %s.", step, self._save_path)
+        self._get_saver().save(session, self._save_path, global_step=step,
+                               write_meta_graph=self._save_graph_def)
+        _log.info("Calling checkpoint listeners after saving checkpoint %d...", step)
+        should_stop = False
+        for listener in self._listeners:
+            if listener.after_save(session, step):
+                _log.info("A CheckpointSaverListener requested that training be stopped. "
+                          "listener: %s", listener)
+                should_stop = True
+        return should_stop
+
+    def _get_saver(self):
+        if self._saver is not None:
+            return self._saver
+        if self._scaffold is not None:
+            return self._scaffold.saver
+        savers = self._graph.get_collection(_ops.GraphKeys.SAVERS)
+        if not savers:
+            raise RuntimeError(f"No items in collection {_ops.GraphKeys.SAVERS}. Please add a saver "
+                               "to the collection or provide a saver or scaffold.")
+        if len(savers) > 1:
+            raise RuntimeError(f"More than one item in collection {_ops.GraphKeys.SAVERS}. Please "
+                               "indicate which one to use by passing it to the constructor.")
+        self._saver = savers[0]
+        return self._saver
