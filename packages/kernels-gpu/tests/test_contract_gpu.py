@@ -1,26 +1,31 @@
 """Every op's GPU kernel against its numpy reference, shape function and gradient (the CPU kit).
 
-Ops without a GPU kernel (checkpoint I/O, queues) run on the CPU through soft placement; the
-meta-test below pins down exactly which ops those are. Stacks and TensorArrays have GPU kernels
-(their elements stay in device memory); test_control_flow_gpu.py runs them in loops.
+Ops without a GPU kernel (checkpoint I/O, queues, conditional accumulators) run on the CPU through
+soft placement; the meta-test below pins down exactly which ops those are. Stacks and TensorArrays
+have GPU kernels (their elements stay in device memory); test_control_flow_gpu.py runs them in
+loops.
 """
 
 import pytest
 
 import kernflow.core as kf
-from kernflow.core.testing.kernel_contract import HOST_RESOURCE_OPS, KernelContractTests
+from kernflow.core.testing.kernel_contract import HOST_ONLY_OPS, HOST_RESOURCE_OPS, KernelContractTests
 
 pytestmark = pytest.mark.gpu
 
 # Ops with no GPU kernel, by design (see CPU_ONLY_FAMILIES and CPU_ONLY_OPS in
 # kernflow/kernels/gpu/kernels.py).
 CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename"} \
-    | {op for op in HOST_RESOURCE_OPS if "Queue" in op}   # queues hold host tensors, as in TF
+    | HOST_ONLY_OPS   # queues and accumulators hold host tensors, as in TF
 
 
 def test_stacks_and_tensor_arrays_have_gpu_kernels(gpu_registry):
     gpu = gpu_registry.op_types("GPU")
-    assert {op for op in HOST_RESOURCE_OPS if "Queue" not in op} <= gpu
+    assert HOST_RESOURCE_OPS - HOST_ONLY_OPS <= gpu
+
+
+def test_queues_and_accumulators_have_no_gpu_kernels(gpu_registry):
+    assert sorted(HOST_ONLY_OPS & gpu_registry.op_types("GPU")) == []
 
 
 class TestGPUKernels(KernelContractTests):

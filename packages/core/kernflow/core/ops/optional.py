@@ -5,7 +5,8 @@ import importlib
 # Modules whose public names become kf.<name>. nn ops live under kf.nn instead.
 FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops",
             "kernflow.core.ops.init_ops", "kernflow.core.ops.variable_scope",
-            "kernflow.core.ops.data_flow_ops", "kernflow.core.ops.tensor_array_ops",
+            "kernflow.core.ops.data_flow_ops", "kernflow.core.ops.accumulator_ops",
+            "kernflow.core.ops.tensor_array_ops",
             "kernflow.core.ops.functional_ops")
 
 

@@ -24,7 +24,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases"]
+from kernflow.core.ops.accumulator_ops import ACCUMULATOR_OPS
+from kernflow.core.ops.data_flow_ops import QUEUE_OPS
+
+__all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases",
+           "HOST_ONLY_OPS", "HOST_RESOURCE_OPS"]
 
 
 @dataclasses.dataclass
@@ -79,13 +83,15 @@ def all_cases() -> list[OpCase]:
     return out
 
 
-# Ops whose state is a host-side resource (queues, stacks, TensorArrays): exercised by their own
-# tests (tests/queues, tests/ops/test_tensor_array.py, test_stack_ops.py) rather than by contract
-# cases, and kept on the CPU by the GPU plugin (as TF keeps them in host memory).
-HOST_RESOURCE_OPS = frozenset({
-    "FIFOQueueV2", "PaddingFIFOQueueV2", "PriorityQueueV2", "RandomShuffleQueueV2",
-    "QueueCloseV2", "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueDequeueV2",
-    "QueueEnqueueManyV2", "QueueEnqueueV2", "QueueIsClosedV2", "QueueSizeV2",
+# Ops of queues and conditional accumulators: host tensors only, with no GPU kernel by design (as
+# in TF); placement keeps them on the CPU.
+HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS)
+
+# Ops whose state is a host-side resource (queues, accumulators, stacks, TensorArrays): exercised by
+# their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,
+# test_stack_ops.py) rather than required to have contract cases. Stacks and TensorArrays keep
+# their handles on the host but have GPU kernels.
+HOST_RESOURCE_OPS = HOST_ONLY_OPS | frozenset({
     "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
     "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
     "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",

@@ -3,19 +3,12 @@
 A queue lives in its device's resource manager under (container, shared_name or a private name);
 the value of a queue handle passed between kernels is the `Queue` object itself.
 
-A queue keeps its elements in a storage and two lines of waiting *attempts*, enqueuers (enqueue,
-enqueue_many and close, which waits behind the enqueues blocked before it) and dequeuers, each
-line served in arrival order. Every change runs `Queue._flush_locked`, which lets the head of each
-line make as much progress as it can (an enqueue_many inserts the rows that fit, a dequeue_many
-takes the elements there are) and collects the attempts that finished; their `done` callbacks run
-after the lock is released, because `done` may run further kernels on this thread that touch the
-same queue. Blocking kernels are asynchronous: a waiting op is an attempt in a line, not a thread.
+A queue keeps its elements in a storage and two lines of waiting attempts (the machinery of
+`kernflow.kernels.cpu.blocking`): enqueuers (enqueue, enqueue_many and close, which waits behind the
+enqueues blocked before it) and dequeuers. An enqueue_many inserts the rows that fit, a dequeue_many
+takes the elements there are; the blocking module's invariants hold (an attempt finishes exactly
+once, `done` runs outside the lock). Besides:
 
-Invariants:
-
-* An attempt is finished exactly once, under the queue lock (`_Attempt.finished`), by whichever
-  comes first: `_flush_locked`, the step's cancellation, its `timeout_ms`, or the destruction of
-  the queue. Only the finisher calls `done`.
 * Elements a dequeue_many has taken but not yet delivered belong to its attempt; if the attempt
   fails they go back to the front of the queue.
 * Once `closed` is set and the close attempt completed, no element can enter the queue: enqueue
@@ -27,23 +20,23 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-import logging
 import sys
-import threading
-import time
 
 import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_shape as _ts
+from kernflow.kernels.cpu.blocking import COMPLETE as _COMPLETE
+from kernflow.kernels.cpu.blocking import NO_PROGRESS as _NO_PROGRESS
+from kernflow.kernels.cpu.blocking import PROGRESS as _PROGRESS
+from kernflow.kernels.cpu.blocking import Attempt as _Attempt
+from kernflow.kernels.cpu.blocking import BlockingResource
 
 __all__ = ["Queue", "register"]
 
 DEVICE = "CPU"
-_log = logging.getLogger(__name__)
 _ids = itertools.count()
-
-_NO_PROGRESS, _PROGRESS, _COMPLETE = 0, 1, 2
+_ENQUEUERS, _DEQUEUERS = 0, 1  # the queue's lines
 
 
 def _fmt(shape) -> str:
@@ -156,22 +149,6 @@ class _PriorityStorage:
 
 
 # ---------------------------------------------------------------------------- attempts
-class _Attempt:
-    """One blocked (or about to block) op: what it waits for and how to tell it it is done."""
-
-    __slots__ = ("done", "finished", "result", "token", "cancellation")
-
-    def __init__(self, done):
-        self.done = done
-        self.finished = False
-        self.result = None
-        self.token = None
-        self.cancellation = None
-
-    def restore(self, queue) -> None:
-        """Gives back what the attempt holds of the queue's (called when it fails)."""
-
-
 class _Enqueue(_Attempt):
     __slots__ = ("comps", "count", "offset")
 
@@ -247,47 +224,8 @@ class _Dequeue(_Attempt):
             self.remaining = self.n
 
 
-# ---------------------------------------------------------------------------- timeouts
-class _Timers:
-    """One daemon thread that runs callbacks at deadlines (for ops with ``timeout_ms`` > 0)."""
-
-    def __init__(self):
-        self._cv = threading.Condition()
-        self._heap = []
-        self._seq = itertools.count()
-        self._thread = None
-
-    def schedule(self, delay_s: float, fn) -> None:
-        with self._cv:
-            heapq.heappush(self._heap, (time.monotonic() + delay_s, next(self._seq), fn))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="kernflow-queue-timers",
-                                                daemon=True)
-                self._thread.start()
-            self._cv.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not self._heap:
-                    self._cv.wait()
-                when, _, fn = self._heap[0]
-                delay = when - time.monotonic()
-                if delay > 0:
-                    self._cv.wait(delay)
-                    continue
-                heapq.heappop(self._heap)
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - one failing callback must not stop the timers
-                _log.exception("queue timeout callback failed")
-
-
-_timers = _Timers()
-
-
 # ---------------------------------------------------------------------------- the queue
-class Queue:
+class Queue(BlockingResource):
     """A queue resource. See the module docstring for the attempt lines and their invariants.
 
     Args:
@@ -300,7 +238,7 @@ class Queue:
     """
 
     def __init__(self, kind, name, dtypes, shapes, capacity, min_after_dequeue=0, seed=0, seed2=0):
-        self.kind, self.name = kind, name
+        super().__init__(kind, name, 2)
         self.dtypes = list(dtypes)
         self.np_dtypes = [d.as_numpy_dtype for d in self.dtypes]
         self.shapes = shapes
@@ -313,9 +251,6 @@ class Queue:
         self.seeds = (seed, seed2)
         self.padded = kind == "PaddingFIFOQueue"
         self.closed = False
-        self._lock = threading.Lock()
-        self._enqueuers = collections.deque()
-        self._dequeuers = collections.deque()
         n = len(self.dtypes)
         if kind == "RandomShuffleQueue":
             self.storage = _ShuffleStorage(n, seed, seed2)
@@ -407,80 +342,12 @@ class Queue:
             at += p.shape[0]
         return out
 
-    # ------------------------------------------------------------------ the lines
-    def _flush_locked(self) -> list:
-        out = []
-        progress = True
-        while progress:
-            progress = False
-            for line in (self._enqueuers, self._dequeuers):
-                while line:
-                    a = line[0]
-                    st = a.step(self)
-                    if st == _NO_PROGRESS:
-                        break
-                    progress = True
-                    if st == _COMPLETE:
-                        line.popleft()
-                        a.finished = True
-                        out.append(a)
-        return out
-
-    @staticmethod
-    def _complete(attempts) -> None:
-        for a in attempts:
-            if a.cancellation is not None:
-                a.cancellation.deregister(a.token)
-            try:
-                a.done(a.result)
-            except Exception:  # noqa: BLE001 - the other attempts must still complete
-                _log.exception("queue op completion failed")
-
-    def start(self, attempt, line_name: str, step_ctx, timeout_ms: int = -1) -> None:
-        """Queues `attempt` (its `done` is called exactly once, possibly on this thread)."""
-        cm = step_ctx.cancellation
-        token = cm.register(lambda err: self.abort(attempt, err))
-        if token is None:
-            attempt.done(cm.error or errors.CancelledError(None, None, "Step was cancelled"))
-            return
-        attempt.token, attempt.cancellation = token, cm
-        line = self._enqueuers if line_name == "enqueue" else self._dequeuers
-        with self._lock:
-            if attempt.finished:  # cancelled while registering: the canceller called done
-                return
-            line.append(attempt)
-            finished = self._flush_locked()
-        if timeout_ms > 0 and not attempt.finished:
-            _timers.schedule(timeout_ms / 1000.0, lambda: self.abort(attempt, errors.DeadlineExceededError(
-                None, None, f"Timed out after {timeout_ms} ms waiting on {self.kind} '{self.name}'")))
-        self._complete(finished)
-
-    def abort(self, attempt, error) -> None:
-        """Fails `attempt` with `error` unless it already finished (cancellation, timeouts)."""
-        with self._lock:
-            if attempt.finished:
-                return
-            attempt.finished = True
-            for line in (self._enqueuers, self._dequeuers):
-                try:
-                    line.remove(attempt)
-                    break
-                except ValueError:
-                    pass
-            attempt.restore(self)
-            finished = self._flush_locked()
-        attempt.result = error
-        self._complete([attempt] + finished)
-
     def close_and_cancel(self) -> None:
         """Closes at once and fails every enqueue still waiting (also a pending close)."""
         with self._lock:
             self.closed = True
-            cancelled = list(self._enqueuers)
-            self._enqueuers.clear()
-            for a in cancelled:
-                a.finished = True
-                a.result = errors.CancelledError(None, None, "Enqueue operation was cancelled")
+            cancelled = self._drop_locked([self._lines[_ENQUEUERS]], lambda: errors.CancelledError(
+                None, None, "Enqueue operation was cancelled"))
             finished = self._flush_locked()
         self._complete(cancelled + finished)
 
@@ -488,19 +355,8 @@ class Queue:
         with self._lock:
             return self.storage.size
 
-    def close_resource(self) -> None:
-        """Called when the resource container is cleaned up: fails everything still waiting."""
-        with self._lock:
-            self.closed = True
-            waiting = list(self._enqueuers) + list(self._dequeuers)
-            self._enqueuers.clear()
-            self._dequeuers.clear()
-            for a in waiting:
-                a.finished = True
-                a.result = errors.CancelledError(
-                    None, None, f"{self.kind} '{self.name}' was destroyed (its resource container "
-                    f"was reset)")
-        self._complete(waiting)
+    def _destroy_locked(self) -> None:
+        self.closed = True
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -581,12 +437,12 @@ def _blocking_kernel(types_attr: str, run):
 def _enqueue(many: bool):
     def run(q, step, inputs, done, node, timeout_ms):
         comps, k = q.make_element(inputs[1:], many)
-        q.start(_Enqueue(done, comps, k), "enqueue", step, timeout_ms)
+        q.start(_Enqueue(done, comps, k), _ENQUEUERS, step, timeout_ms)
     return _blocking_kernel("Tcomponents", run)
 
 
 def _dequeue_one(q, step, inputs, done, node, timeout_ms):
-    q.start(_Dequeue(done, 1, False, True), "dequeue", step, timeout_ms)
+    q.start(_Dequeue(done, 1, False, True), _DEQUEUERS, step, timeout_ms)
 
 
 def _dequeue_n(allow_small: bool):
@@ -602,7 +458,7 @@ def _dequeue_n(allow_small: bool):
             batch = q.empty_batch()
             done(batch[0] if len(batch) == 1 else list(batch))
             return
-        q.start(_Dequeue(done, n, allow_small, False), "dequeue", step, timeout_ms)
+        q.start(_Dequeue(done, n, allow_small, False), _DEQUEUERS, step, timeout_ms)
     return _blocking_kernel("component_types", run)
 
 
@@ -616,7 +472,7 @@ def _close(ctx):
             q.close_and_cancel()
             done(None)
         else:
-            q.start(_Close(done), "enqueue", step)
+            q.start(_Close(done), _ENQUEUERS, step)
     return compute
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the queue tests."""
+"""Fixtures shared by the core tests."""
 
 import threading
 import time
