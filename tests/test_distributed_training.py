@@ -112,15 +112,6 @@ class _Child(ChildProcess):
         return super().expect(needle, timeout, prefix=True)
 
 
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
-            pass
-
-
 @contextlib.contextmanager
 def _children():
     """Yields a list to append `_Child`ren to; kills every one of them on the way out."""

@@ -106,6 +106,29 @@ def test_stale_gradients_are_dropped_after_take_and_set_global_step():
             assert sess.run(count) == 1
 
 
+def test_num_dropped_counts_stale_gradients_of_dense_and_sparse_accumulators():
+    with kf.Graph().as_default():
+        acc, apply, g, step, take, n, _ = _dense(name="dense_acc")
+        sp, sp_apply, i, v, sp_step, sp_take, sp_n = _sparse()
+        dropped, sp_dropped = acc.num_dropped(), sp.num_dropped()
+        assert dropped.dtype == kf.int64 and dropped.shape.as_list() == []
+        assert dropped.op.type == "AccumulatorNumDropped" and dropped.op.name == "dense_acc_NumDropped"
+        assert dropped.op.colocation_groups() in ([b"loc:@dense_acc"], ["loc:@dense_acc"])
+        with kf.Session() as sess:
+            assert sess.run([dropped, sp_dropped]) == [0, 0]
+            sess.run(apply, {g: [1.0, 1.0], step: 0})
+            sess.run(take, {n: 1})                                  # global step 1
+            for _ in range(3):
+                sess.run(apply, {g: [5.0, 5.0], step: 0})           # stale: dropped and counted
+            sess.run(apply, {g: [5.0, 5.0], step: 1})               # fresh: not counted
+            sess.run(sp_apply, {i: [1], v: [[1, 1]], sp_step: 0})
+            sess.run(sp_take.values, {sp_n: 1})
+            sess.run(sp_apply, {i: [99], v: [[1, 1]], sp_step: 0})  # stale (and out of range)
+            assert sess.run([dropped, sp_dropped]) == [3, 1]
+            sess.run(take, {n: 1})                                  # takes do not reset the count
+            assert sess.run(dropped) == 3
+
+
 def test_take_blocks_until_enough_gradients_arrive_from_another_thread(in_thread):
     with kf.Graph().as_default():
         _, apply, g, step, take, n, count = _dense()

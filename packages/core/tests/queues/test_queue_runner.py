@@ -191,6 +191,31 @@ def test_coordinator_stop_cancels_enqueues_blocked_on_a_full_queue():
             assert sess.run(closed)
 
 
+def test_an_error_after_the_stop_is_logged_not_raised_in_the_thread(caplog):
+    # An op the stop does not cancel (here a dequeue from another queue) fails only once the
+    # session closes, after join(): nothing can take the error any more, so it is logged.
+    with kf.Graph().as_default():
+        src = kf.FIFOQueue(1, kf.float32, shapes=[[]])
+        dst = kf.FIFOQueue(1, kf.float32, shapes=[[]])
+        qr = kf.train.QueueRunner(dst, [dst.enqueue(src.dequeue())])
+        sess = kf.Session()
+        coord = kf.train.Coordinator()
+        threads = qr.create_threads(sess, coord=coord, daemon=True, start=True)
+        raised = []
+        old_hook, threading.excepthook = threading.excepthook, raised.append
+        try:
+            with caplog.at_level("INFO", logger="kernflow.core.train.queue_runner"):
+                coord.request_stop()
+                coord.join(threads, stop_grace_period_secs=0.2, ignore_live_threads=True)
+                assert threads[0].is_alive()               # still blocked in the dequeue
+                sess.close()                               # cancels it
+                threads[0].join(5)
+        finally:
+            threading.excepthook = old_hook
+        assert not threads[0].is_alive() and raised == []
+        assert any("ended after the coordinator stopped" in r.getMessage() for r in caplog.records)
+
+
 def test_start_queue_runners_uses_the_default_session():
     with kf.Graph().as_default():
         fill, close_src, dst, move = _source_and_target(n=6, capacity=10)

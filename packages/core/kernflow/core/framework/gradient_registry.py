@@ -84,16 +84,24 @@ def gradient_status(op_type: str) -> str:
 
 
 _loaded = False
+_load_lock = threading.RLock()  # re-entrant: a grads module may look a gradient up while loading
 
 
 def _load_families() -> None:
-    """Imports every kernflow.core.grads module so their registrations exist."""
+    """Imports every kernflow.core.grads module so their registrations exist.
+
+    `_loaded` is set only once every module is imported, so a thread that finds it set (graphs
+    built concurrently) never sees a half-filled registry.
+    """
     global _loaded
     if _loaded:
         return
-    _loaded = True
     import importlib
     import pkgutil
     from kernflow.core import grads
-    for info in pkgutil.iter_modules(grads.__path__):
-        importlib.import_module(f"{grads.__name__}.{info.name}")
+    with _load_lock:
+        if _loaded:
+            return
+        for info in pkgutil.iter_modules(grads.__path__):
+            importlib.import_module(f"{grads.__name__}.{info.name}")
+        _loaded = True

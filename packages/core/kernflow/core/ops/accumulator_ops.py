@@ -7,6 +7,8 @@ stale gradient is silently dropped); `take_grad(num_required)` blocks until at l
 ``reduction_type="SUM"``), clears the aggregate and increments the global step by one.
 `set_global_step` sets the global step (also lower; the kernel logs a warning then). The sparse
 accumulator aggregates `IndexedSlices` and averages each row over the gradients that touched it.
+`num_dropped` (a kernflow extension, op ``AccumulatorNumDropped``; TF never exposed it) counts the
+stale gradients an accumulator dropped since it was created.
 
 Handles: TF1 types these ops' handle as ``Ref(string)``; kernflow follows its queues instead (TF's
 V2 queue ops) and makes every accumulator handle a ``resource`` scalar, under the TF1 op names
@@ -40,7 +42,8 @@ __all__ = ["ConditionalAccumulatorBase", "ConditionalAccumulator", "SparseCondit
 ACCUMULATOR_OPS = ("ConditionalAccumulator", "SparseConditionalAccumulator",
                    "AccumulatorApplyGradient", "AccumulatorTakeGradient",
                    "AccumulatorNumAccumulated", "AccumulatorSetGlobalStep",
-                   "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient")
+                   "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient",
+                   "AccumulatorNumDropped")
 
 
 # ---------------------------------------------------------------------------- op definitions
@@ -110,6 +113,11 @@ register_op("AccumulatorNumAccumulated", inputs=["handle: resource"],
             outputs=["num_accumulated: int32"], shape_fn=_scalar, stateful=True,
             doc="The number of gradients added to the (dense or sparse) accumulator since the last "
                 "take.")
+register_op("AccumulatorNumDropped", inputs=["handle: resource"],
+            outputs=["num_dropped: int64"], shape_fn=_scalar, stateful=True,
+            doc="The number of stale gradients (local step below the global step) the (dense or "
+                "sparse) accumulator `handle` dropped since it was created. A kernflow extension: TF "
+                "drops stale gradients without counting them.")
 register_op("AccumulatorSetGlobalStep", inputs=["handle: resource", "new_global_step: int64"],
             shape_fn=_scalar_inputs(1), stateful=True,
             doc="Sets the global step of the (dense or sparse) accumulator `handle` to "
@@ -192,6 +200,15 @@ class ConditionalAccumulatorBase:
         if name is None:
             name = f"{self._name}_NumAccumulated"
         return self._apply("AccumulatorNumAccumulated", [], {}, name).outputs[0]
+
+    def num_dropped(self, name=None):
+        """A scalar int64 tensor: the stale gradients dropped since the accumulator was created.
+
+        A kernflow extension (op ``AccumulatorNumDropped``): TF drops stale gradients silently.
+        """
+        if name is None:
+            name = f"{self._name}_NumDropped"
+        return self._apply("AccumulatorNumDropped", [], {}, name).outputs[0]
 
     def set_global_step(self, new_global_step, name=None):
         """Sets the accumulator's global step (gradients with a smaller local step are dropped).

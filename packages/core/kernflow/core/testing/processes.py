@@ -65,3 +65,12 @@ class ChildProcess:
                                      f"{needle!r}:\n{self.output()}")
             if (line.startswith(needle) if prefix else needle in line):
                 return line.rstrip("\n")
+
+    def kill(self) -> None:
+        """Kills the child (SIGKILL) if it still runs and waits for it (up to 10 s)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
+            pass

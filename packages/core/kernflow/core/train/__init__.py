@@ -1,5 +1,5 @@
 """`kf.train`: optimizers, schedules, the global step, checkpoints, queue runners, input
-batching, monitored sessions and hooks, and the Supervisor (TF1's tf.train)."""
+batching, monitored sessions and hooks, the Supervisor and SyncReplicasOptimizer (TF1's tf.train)."""
 
 from kernflow.core.train.learning_rate import *  # noqa: F403
 from kernflow.core.train.optimizer import Optimizer
@@ -32,6 +32,7 @@ from kernflow.core.train.monitored_session import (ChiefSessionCreator, Monitore
                                                    MonitoredTrainingSession, SessionCreator,
                                                    SingularMonitoredSession, WorkerSessionCreator)
 from kernflow.core.train.supervisor import Supervisor
+from kernflow.core.train.sync_replicas_optimizer import SyncReplicasOptimizer
 
 
 def get_optimizer(name: str):

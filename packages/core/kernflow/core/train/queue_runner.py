@@ -5,7 +5,8 @@ running its op in a loop. When an op fails because its input ran out (a
 ``queue_closed_exception_types`` error, OutOfRange by default) its thread ends, and the last one
 to end closes the queue, so consumers drain what is left and then get OutOfRange. With a
 `Coordinator`, one more thread cancels pending enqueues once a stop is requested, and other
-errors are reported to the coordinator.
+errors are reported to the coordinator (an error raised after the stop, by an op that blocked until
+the session closed, is only logged).
 
 Example::
 
@@ -118,7 +119,11 @@ class QueueRunner:
                             _log.info("Ignored exception while closing the queue: %s", e)
                     return
         except Exception as e:  # noqa: BLE001 - reported to the coordinator or recorded
-            if coord is not None:
+            if coord is not None and coord.should_stop():
+                # The stop came first (an op blocked until the session closed, e.g. the
+                # SyncReplicasOptimizer's take): nothing left to report it to, so it is logged.
+                _log.info("QueueRunner %s ended after the coordinator stopped: %s", self.name, e)
+            elif coord is not None:
                 coord.request_stop(e)
             else:
                 _log.error("Exception in QueueRunner: %s", e)

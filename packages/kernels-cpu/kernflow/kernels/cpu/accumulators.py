@@ -10,8 +10,9 @@ Invariants (under the accumulator's lock):
 
 * `count` is the number of gradients added since the last take; the aggregate (`_sum`, or the
   sparse `_pieces`) holds exactly those gradients, and is empty when `count` is 0.
-* A gradient whose local step is below `global_step` changes nothing and is not validated (TF:
-  silently dropped). A take that completes increments `global_step` and empties the aggregate.
+* A gradient whose local step is below `global_step` changes nothing but `dropped` (+1) and is
+  not validated (TF: silently dropped; kernflow counts it). A take that completes increments
+  `global_step` and empties the aggregate.
 * Gradients are copied or reduced before they enter the aggregate, so no aggregate aliases a
   buffer some other kernel still owns, and a take hands its result over without a copy.
 
@@ -92,6 +93,7 @@ class Accumulator(BlockingResource):
         self.reduction_type = reduction_type
         self.global_step = 0
         self.count = 0
+        self.dropped = 0  # stale gradients dropped since creation
 
     def __repr__(self):
         return f"<{self.kind} '{self.name}' count={self.count} global_step={self.global_step}>"
@@ -108,16 +110,22 @@ class Accumulator(BlockingResource):
         gradient that is not stale (TF drops stale gradients without looking at them).
         """
         if local_step < self.global_step:  # unlocked read: an int; decided again under the lock
-            return False
+            return self._drop()
         grad = prepare()
         with self._lock:
             if local_step < self.global_step:
+                self.dropped += 1
                 return False
             self._add_locked(grad, node)
             self.count += 1
             finished = self._flush_locked()
         self._complete(finished)
         return True
+
+    def _drop(self) -> bool:
+        with self._lock:
+            self.dropped += 1
+        return False
 
     def take(self, n: int, step_ctx, done) -> None:
         """Completes `done` with the aggregate once `n` gradients were added."""
@@ -140,6 +148,10 @@ class Accumulator(BlockingResource):
     def num_accumulated(self) -> int:
         with self._lock:
             return self.count
+
+    def num_dropped(self) -> int:
+        with self._lock:
+            return self.dropped
 
     def same_as(self, other) -> str:
         """'' if `other` was created with the same attrs, else what differs (shared accumulators)."""
@@ -333,6 +345,11 @@ def _num_accumulated(ctx):
     return lambda handle: np.int32(_accumulator_of(handle, node).num_accumulated())
 
 
+def _num_dropped(ctx):
+    node = ctx.name
+    return lambda handle: np.int64(_accumulator_of(handle, node).num_dropped())
+
+
 def _set_global_step(ctx):
     node = ctx.name
 
@@ -351,4 +368,5 @@ def register(registry) -> None:
     registry.register("SparseAccumulatorTakeGradient", DEVICE, _take(SparseAccumulator),
                       is_async=True)
     registry.register("AccumulatorNumAccumulated", DEVICE, _num_accumulated)
+    registry.register("AccumulatorNumDropped", DEVICE, _num_dropped)
     registry.register("AccumulatorSetGlobalStep", DEVICE, _set_global_step)

@@ -33,12 +33,16 @@ def _dense(reduction, with_count=False):
     return build
 
 
-def _dense_stale(a, b):
+def _dense_stale(a, b, with_dropped=False):
     acc = kf.ConditionalAccumulator(a.dtype)
     ops = _in_order([lambda: acc.set_global_step(2), lambda: acc.apply_grad(a, local_step=1),
                      lambda: acc.apply_grad(b, local_step=2)])
     with kf.control_dependencies([ops]):
-        return acc.take_grad(1)
+        taken = acc.take_grad(1)
+    if not with_dropped:
+        return taken
+    with kf.control_dependencies([taken]):
+        return [acc.num_dropped(), taken]
 
 
 def _sparse(reduction):
@@ -80,6 +84,8 @@ CASES = [
     OpCase("AccumulatorNumAccumulated", _dense("MEAN", with_count=True), _g,
            lambda *g: [np.int32(3), sum(g) / 3]),
     OpCase("AccumulatorSetGlobalStep", _dense_stale, _g[:2], lambda a, b: b),
+    OpCase("AccumulatorNumDropped", lambda a, b: _dense_stale(a, b, with_dropped=True), _g[:2],
+           lambda a, b: [np.int64(1), b]),
     OpCase("AccumulatorApplyGradient", _dense("MEAN"), [np.float64(2.0), np.float64(5.0)],
            lambda a, b: np.float64(3.5), name="scalar"),
     OpCase("SparseConditionalAccumulator", _sparse("MEAN"), [_i1, _v1, _i2, _v2], _sparse_ref(True)),
