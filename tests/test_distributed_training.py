@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import re
-import socket
 import subprocess
 import sys
 import threading

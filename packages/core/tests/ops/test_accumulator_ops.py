@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import have_distributed
 from kernflow.core.framework import errors
 from kernflow.core.framework.op_def_library import apply_op
 
@@ -364,17 +365,8 @@ def test_many_threads_apply_concurrently():
 
 
 # ---------------------------------------------------------------------------- sharing
-def _have_distributed() -> bool:
-    try:
-        import kernflow.master.master  # noqa: F401
-        import kernflow.worker.worker  # noqa: F401
-        import kernflow.client.worker_client  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
-
-@pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+@pytest.mark.skipif(not have_distributed(), reason="kernflow-client/master/worker not installed")
 def test_two_sessions_on_one_server_share_an_accumulator_by_shared_name(in_thread):
     server = kf.train.Server.create_local_server()
     try:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import have_distributed
 from kernflow.core.framework import errors
 from kernflow.core.framework.op_def_library import apply_op
 
@@ -164,17 +165,8 @@ def test_many_threads_enqueue_and_dequeue_concurrently():
             assert sorted(got) == want
 
 
-def _have_distributed() -> bool:
-    try:
-        import kernflow.master.master  # noqa: F401
-        import kernflow.worker.worker  # noqa: F401
-        import kernflow.client.worker_client  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
-
-@pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+@pytest.mark.skipif(not have_distributed(), reason="kernflow-client/master/worker not installed")
 def test_two_sessions_on_one_server_share_a_queue_by_shared_name(in_thread):
     server = kf.train.Server.create_local_server()
     try:
@@ -205,7 +197,7 @@ def test_two_sessions_on_one_server_share_a_queue_by_shared_name(in_thread):
         server.stop()
 
 
-@pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+@pytest.mark.skipif(not have_distributed(), reason="kernflow-client/master/worker not installed")
 def test_closing_a_server_session_wakes_its_blocked_dequeue(in_thread):
     server = kf.train.Server.create_local_server()
     try:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import have_distributed
 from kernflow.core.protobuf import graph_pb2
 from kernflow.core.train import device_setter
 
@@ -148,14 +149,6 @@ def test_empty_ps_device_places_variables_on_the_worker():
 
 
 # ---------------------------------------------------------------------------- on a cluster
-def _have_distributed() -> bool:
-    try:
-        import kernflow.master.master  # noqa: F401
-        import kernflow.worker.worker  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
 
 def _free_ports(n):
     socks = [socket.socket() for _ in range(n)]
@@ -179,7 +172,7 @@ def _model(setter):
     return g, x, w, b, loss, train, init
 
 
-@pytest.mark.skipif(not _have_distributed(), reason="kernflow-master/worker not installed")
+@pytest.mark.skipif(not have_distributed(), reason="kernflow-master/worker not installed")
 def test_training_with_the_setter_on_an_in_process_cluster_matches_embedded():
     ports = _free_ports(3)
     cluster = kf.train.ClusterSpec({"ps": [f"localhost:{ports[0]}", f"localhost:{ports[1]}"],
@@ -210,7 +203,7 @@ def test_training_with_the_setter_on_an_in_process_cluster_matches_embedded():
             s.stop()
 
 
-@pytest.mark.skipif(not _have_distributed(), reason="kernflow-master/worker not installed")
+@pytest.mark.skipif(not have_distributed(), reason="kernflow-master/worker not installed")
 def test_ref_consumers_built_under_the_setter_follow_their_variable(tmp_path):
     """TF1 programs build `Saver` and `report_uninitialized_variables` inside the setter's scope.
 

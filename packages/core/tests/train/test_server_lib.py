@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import have_distributed
 from kernflow.core.framework import errors
 from kernflow.core.train import server_lib
 
@@ -16,17 +17,8 @@ ClusterSpec = getattr(kf.train, "ClusterSpec", server_lib.ClusterSpec)
 Server = getattr(kf.train, "Server", server_lib.Server)
 
 
-def _have_distributed() -> bool:
-    try:
-        import kernflow.master.master  # noqa: F401
-        import kernflow.worker.worker  # noqa: F401
-        import kernflow.client.worker_client  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
-
-needs_dist = pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+needs_dist = pytest.mark.skipif(not have_distributed(), reason="kernflow-client/master/worker not installed")
 
 
 # ---------------------------------------------------------------------------- ClusterSpec

@@ -7,20 +7,12 @@ import time
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.processes import have_distributed
 from kernflow.core.framework import errors
 
 
-def _have_distributed() -> bool:
-    try:
-        import kernflow.client.worker_client  # noqa: F401
-        import kernflow.master.master  # noqa: F401
-        import kernflow.worker.worker  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
-
-needs_dist = pytest.mark.skipif(not _have_distributed(), reason="kernflow-client/master/worker not installed")
+needs_dist = pytest.mark.skipif(not have_distributed(), reason="kernflow-client/master/worker not installed")
 
 
 # ---------------------------------------------------------------------------- report_uninitialized_variables

@@ -9,7 +9,14 @@ import subprocess
 import threading
 import time
 
-__all__ = ["free_ports", "ChildProcess"]
+__all__ = ["free_ports", "ChildProcess", "have_distributed"]
+
+
+def have_distributed() -> bool:
+    """True when kernflow-client, -master and -worker are installed (servers can be started)."""
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in
+               ("kernflow.client.worker_client", "kernflow.master.master", "kernflow.worker.worker"))
 
 
 def free_ports(n: int) -> list[int]:
