@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -67,15 +66,6 @@ print("result", json.dumps(out), flush=True)
 """
 
 
-def _kill(kids):
-    for k in kids:
-        if k.proc.poll() is None:
-            k.proc.kill()
-        try:
-            k.proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
-
 
 def _start(kids, name, script, cfg, env):
     kid = ChildProcess(name, [sys.executable, "-c", script, json.dumps(cfg)], env=env)
@@ -101,7 +91,8 @@ def test_ps_accumulator_fed_by_two_clients_and_taken_across_processes():
         applied = json.loads(other.expect("result", _TIMEOUT_S, prefix=True).split(" ", 1)[1])
         taken = json.loads(taker.expect("result", _TIMEOUT_S, prefix=True).split(" ", 1)[1])
     finally:
-        _kill(kids)
+        for k in kids:
+            k.kill()
     for out in (applied, taken):
         assert out["apply_device"].startswith("/job:ps/task:0")        # colocated with the accumulator
         assert out["grad_device"].startswith("/job:worker/task:0")

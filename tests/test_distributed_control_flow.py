@@ -46,9 +46,7 @@ def _workers(n: int):
         yield [kid.expect("ready", _START_TIMEOUT_S, prefix=True).split()[1] for kid in kids]
     finally:
         for kid in kids:
-            if kid.proc.poll() is None:
-                kid.proc.kill()
-            kid.proc.wait(10)
+            kid.kill()
 
 
 def _graph(dev0, dev1, parallel_iterations):

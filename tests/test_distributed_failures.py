@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -69,11 +68,7 @@ class _Child(ChildProcess):
     def kill(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)  # a stopped process dies at once too
-            self.proc.kill()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
-            pass
+        super().kill()
 
 
 @contextlib.contextmanager

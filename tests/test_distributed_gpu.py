@@ -54,6 +54,4 @@ def test_demo_trains_on_a_cpu_ps_and_a_gpu_worker(tmp_path):
         print(r.stdout)
     finally:
         for k in kids:
-            if k.proc.poll() is None:
-                k.proc.kill()
-            k.proc.wait(10)
+            k.kill()

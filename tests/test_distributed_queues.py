@@ -91,15 +91,6 @@ server.join()
 """
 
 
-def _kill(kids):
-    for k in kids:
-        if k.proc.poll() is None:
-            k.proc.kill()
-        try:
-            k.proc.wait(10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
-
 
 def test_ps_queue_fed_by_one_worker_and_drained_by_another():
     ps_port, w0_port, w1_port = free_ports(3)
@@ -123,7 +114,8 @@ def test_ps_queue_fed_by_one_worker_and_drained_by_another():
         produced = json.loads(producer.expect("produced", _TIMEOUT_S, prefix=True).split(" ", 1)[1])
         consumed = json.loads(consumer.expect("consumed", _TIMEOUT_S, prefix=True).split(" ", 1)[1])
     finally:
-        _kill(kids)
+        for k in kids:
+            k.kill()
     assert produced["sent"] == n
     assert produced["queue_device"].startswith("/job:ps/task:0")
     assert produced["enqueue_device"].startswith("/job:ps/task:0")   # colocated with the queue

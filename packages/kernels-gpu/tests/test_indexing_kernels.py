@@ -17,7 +17,9 @@ import kernflow.core  # noqa: F401 - registers the op definitions
 from kernflow.core.framework import dtypes, op_def_registry
 from kernflow.core.framework import ops as framework_ops
 from kernflow.core.plugins.registry import KernelRegistry
-from kernflow.core.runtime.executor import KernelConstruction, arg_names
+from kernflow.core.runtime.executor import KernelConstruction
+from kernflow.core.runtime.memory_types import arg_names
+from kernflow.kernels.gpu.device import visible_gpus
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.kernels.gpu import array_module, indexing, pooling, sparse_apply
 
@@ -29,12 +31,8 @@ _r = np.random.RandomState(11)
 @pytest.fixture(params=["numpy", "numpy-scan", pytest.param("cupy", marks=pytest.mark.gpu)])
 def am(request):
     if request.param == "cupy":
-        try:
-            import cupy
-            if not cupy.cuda.runtime.getDeviceCount():
-                pytest.skip("no GPU: CUDA sees no device")
-        except Exception as e:  # noqa: BLE001 - ImportError, no driver
-            pytest.skip(f"no GPU: {type(e).__name__}: {e}")
+        if not visible_gpus():
+            pytest.skip("no GPU: cupy or a CUDA device is missing")
         return array_module.cupy_module()
     return array_module.numpy_module(atomic_add=request.param == "numpy")
 

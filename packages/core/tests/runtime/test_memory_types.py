@@ -1,4 +1,4 @@
-"""Memory types on a device with its own memory (executor `_MemoryTypes`, `_Recv`), on a fake device
+"""Memory types on a device with its own memory (runtime/memory_types.py, `_Recv`), on a fake device
 whose "device memory" is an ndarray subclass: values reaching a device-memory input must have been
 converted, through forwarding and control-flow ops too; handles are never converted; a failed
 conversion in a Recv fails the step instead of leaving it waiting."""
@@ -9,7 +9,8 @@ import numpy as np
 
 import kernflow.core as kf
 from kernflow.core.runtime import base_kernels
-from kernflow.core.runtime.executor import _MemoryTypes, _Node
+from kernflow.core.runtime.executor import _Node
+from kernflow.core.runtime.memory_types import MemoryTypes
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.kernels.cpu.device import CPUDevice
 
@@ -47,7 +48,7 @@ def _bind(mem, op_type, inputs, dtypes=()):
 
 
 def test_forwarding_ops_pass_on_unknown_memory_so_consumers_convert():
-    mem = _MemoryTypes(_Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU"))
+    mem = MemoryTypes(_Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU"))
     # slot 1: a feed (memory unknown), slot 2: a predicate in host memory
     mem.kind[2] = "host"
     sw = _bind(mem, "Switch", [1, 2], [kf.float32, kf.bool])
@@ -59,7 +60,7 @@ def test_forwarding_ops_pass_on_unknown_memory_so_consumers_convert():
 
 
 def test_a_merge_of_known_and_unknown_inputs_has_no_fixed_memory():
-    mem = _MemoryTypes(_Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU"))
+    mem = MemoryTypes(_Accelerator("/job:localhost/replica:0/task:0/device:CPU:0", "CPU"))
     mem.kind[3] = "device"
     merge = _bind(mem, "Merge", [3, 9], [kf.float32, kf.float32])   # 9: a back edge, not known yet
     assert merge.out_base not in mem.kind

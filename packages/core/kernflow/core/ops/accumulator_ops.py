@@ -161,6 +161,13 @@ def _create(op_type, dtype, shape, shared_name, name, reduction_type):
         return apply_op(op_type, [], attrs, name=name).outputs[0]
 
 
+def _new(op_type, dtype, shape, shared_name, name, reduction_type):
+    """(dtype, shape, handle) of a new accumulator op of `op_type`."""
+    dtype = _dtypes.as_dtype(dtype).base_dtype
+    shape = _ts.as_shape(shape) if shape is not None else _ts.TensorShape(None)
+    return dtype, shape, _create(op_type, dtype, shape, shared_name, name, _reduction(reduction_type))
+
+
 class ConditionalAccumulatorBase:
     """The ops every conditional accumulator has: num_accumulated and set_global_step.
 
@@ -250,11 +257,7 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
 
     def __init__(self, dtype, shape=None, shared_name=None, name="conditional_accumulator",
                  reduction_type="MEAN"):
-        dtype = _dtypes.as_dtype(dtype).base_dtype
-        shape = _ts.as_shape(shape) if shape is not None else _ts.TensorShape(None)
-        ref = _create("ConditionalAccumulator", dtype, shape, shared_name, name,
-                      _reduction(reduction_type))
-        super().__init__(dtype, shape, ref)
+        super().__init__(*_new("ConditionalAccumulator", dtype, shape, shared_name, name, reduction_type))
 
     def apply_grad(self, grad, local_step=0, name=None):
         """Adds `grad` unless it is stale (`local_step` below the accumulator's global step).
@@ -303,11 +306,8 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
 
     def __init__(self, dtype, shape=None, shared_name=None, name="sparse_conditional_accumulator",
                  reduction_type="MEAN"):
-        dtype = _dtypes.as_dtype(dtype).base_dtype
-        shape = _ts.as_shape(shape) if shape is not None else _ts.TensorShape(None)
-        ref = _create("SparseConditionalAccumulator", dtype, shape, shared_name, name,
-                      _reduction(reduction_type))
-        super().__init__(dtype, shape, ref)
+        super().__init__(*_new("SparseConditionalAccumulator", dtype, shape, shared_name, name,
+                               reduction_type))
 
     def apply_indexed_slices_grad(self, grad, local_step=0, name=None):
         """Adds the `IndexedSlices` `grad` unless it is stale; see `apply_grad`."""

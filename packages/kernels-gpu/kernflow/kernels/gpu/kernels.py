@@ -28,7 +28,7 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.core.runtime import base_kernels
-from kernflow.core.runtime.executor import arg_names
+from kernflow.core.runtime.memory_types import arg_names
 
 __all__ = ["register", "CPU_ONLY_FAMILIES", "CPU_ONLY_OPS", "HOST_ARGS"]
 
