@@ -58,6 +58,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where the model runs: auto (default: placement chooses, a GPU when one "
                              "is registered), cpu (/device:CPU:0) or gpu (/device:GPU:0, needs the GPU "
                              "plugin); with --target, the device of the computation's task")
+    from kernflow.core import demo_sync
+    demo_sync.configure(parser)
 
 
 def load_digits(seed: int = 0):
@@ -217,6 +219,10 @@ def run(args) -> int:
 
 
 def _train(kf, np, args) -> int:
+    if getattr(args, "sync_replicas", 0):
+        from kernflow.core import demo_sync
+        return demo_sync.run_sync(kf, np, args, build_mlp if args.model == "mlp" else build_convnet,
+                                  _optimizer, DemoUsageError)
     (xtr, ytr), (xte, yte) = load_digits()
     target = getattr(args, "target", "") or ""
     device = getattr(args, "device", "auto") or "auto"

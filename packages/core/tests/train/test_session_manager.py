@@ -111,6 +111,20 @@ def test_wait_for_session_deadline(model):
     sess.close()
 
 
+def test_waits_start_short_and_back_off_to_recovery_wait_secs(model, monkeypatch):
+    from kernflow.core.train import session_manager
+    sm = kf.train.SessionManager(ready_op=kf.report_uninitialized_variables(), recovery_wait_secs=30)
+    waits = sm._waits()
+    assert [next(waits) for _ in range(10)] == [0.25, 0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+    short = kf.train.SessionManager(recovery_wait_secs=0.1)._waits()
+    assert [next(short) for _ in range(3)] == [0.1, 0.1, 0.1]
+    slept = []
+    monkeypatch.setattr(session_manager.time, "sleep", slept.append)
+    with pytest.raises(errors.DeadlineExceededError):
+        sm.wait_for_session("", max_wait_secs=5)   # sleep is a no-op: a pause of 8 s passes 5 s
+    assert slept == [0.25, 0.5, 1, 2, 4]
+
+
 @needs_dist
 def test_worker_waits_for_the_chief_on_a_shared_server(model, in_thread):
     server = kf.train.Server.create_local_server()

@@ -179,6 +179,31 @@ def test_hook_on_the_chief_initializes_steps_and_tokens_and_starts_the_queue_run
     assert not any(t.is_alive() for t in threads)
 
 
+def test_chief_hook_drains_old_tokens_at_session_start_and_releases_workers_at_the_end(caplog):
+    g, w, b, gs, opt, train = _linear(0, aggregate=2, total=3)
+    chief = opt.make_session_run_hook(is_chief=True, num_tokens=0)
+    with g.as_default():
+        chief.begin()
+        queue = opt._sync_token_queue
+        size = queue.size()
+        old = queue.enqueue_many(([40, 40],))
+        take = queue.dequeue()
+    with kf.Session(graph=g) as sess:
+        sess.run([kf.global_variables_initializer(), kf.local_variables_initializer()])
+        sess.run(old)                       # tokens of an earlier session (global step 40)
+        sess.run(gs.assign(5))
+        coord = kf.train.Coordinator()
+        with caplog.at_level(logging.INFO, logger=LOGGER):
+            chief.after_create_session(sess, coord)
+        assert sess.run(size) == 0          # drained; num_tokens=0 adds none
+        assert "dropped 2 tokens left by an earlier session" in caplog.text
+        sess.run(gs.assign(9))
+        chief.end(sess)                     # one token per replica, holding the final step
+        assert sess.run(size) == 3 and sess.run(take) == 9
+        coord.request_stop()
+    coord.join(stop_grace_period_secs=5)
+
+
 def test_hook_on_a_worker_sets_the_local_step_only():
     g, w, b, gs, opt, train = _linear(1, aggregate=2, total=2)
     hook = opt.make_session_run_hook(is_chief=False)

@@ -2,8 +2,9 @@
 
 The chief calls `prepare_session`, which restores the latest checkpoint of `checkpoint_dir` when
 there is one and runs `init_op` / `init_fn` otherwise; other workers call `wait_for_session`, which
-polls `ready_op` every `recovery_wait_secs` until the chief has initialized the shared variables
-(a cluster target: variables live on the servers and outlive sessions).
+polls `ready_op` until the chief has initialized the shared variables (a cluster target: variables
+live on the servers and outlive sessions): every 0.25 s at first, backing off to every
+`recovery_wait_secs` (TF1 waits `recovery_wait_secs`, 30 s, before every check).
 
 Readiness: a ready op returns the names of uninitialized variables (`kf.report_uninitialized_variables`);
 the model is ready when it returns an empty array. `local_init_op` (local variables, tables) runs in
@@ -31,6 +32,9 @@ from kernflow.core.train import checkpoint_management as _cm
 __all__ = ["SessionManager"]
 
 _log = logging.getLogger(__name__)
+
+# The first pause while waiting for the model or a checkpoint (see SessionManager._waits).
+FIRST_WAIT_S = 0.25
 
 
 def _maybe_name(obj) -> str:
@@ -77,7 +81,8 @@ class SessionManager:
         ready_for_local_init_op: the same check for what `local_init_op` needs (usually the
             global variables).
         graph: the graph (default: the default graph).
-        recovery_wait_secs: seconds between checks while waiting for a checkpoint or a model.
+        recovery_wait_secs: the longest pause between checks while waiting for a checkpoint or a
+            model (the first is `FIRST_WAIT_S`, then it doubles up to this).
         local_init_run_options: `RunOptions` for `local_init_op`.
         local_init_feed_dict: feeds for `local_init_op`.
 
@@ -122,14 +127,16 @@ class SessionManager:
 
     def _wait_for_checkpoint_state(self, checkpoint_dir, wait_for_checkpoint, max_wait_secs):
         """The checkpoint state of `checkpoint_dir`, polling up to `max_wait_secs` if asked; or None."""
-        waited = 0
+        waited = 0.0
+        waits = self._waits()
         ckpt = _cm.get_checkpoint_state(checkpoint_dir)
         while not ckpt or not ckpt.model_checkpoint_path:
             if not wait_for_checkpoint or waited >= max_wait_secs:
                 return None
             _log.info("Waiting for checkpoint to be available.")
-            time.sleep(self._recovery_wait_secs)
-            waited += self._recovery_wait_secs
+            wait = next(waits)
+            time.sleep(wait)
+            waited += wait
             ckpt = _cm.get_checkpoint_state(checkpoint_dir)
         return ckpt
 
@@ -219,7 +226,8 @@ class SessionManager:
         """Creates a session once the model is ready (another process initialized it).
 
         Each attempt creates a session, runs `local_init_op` when allowed and checks `ready_op`;
-        a failed attempt closes the session and tries again after `recovery_wait_secs`.
+        a failed attempt closes the session and tries again after a pause (0.25 s, doubling up to
+        `recovery_wait_secs`).
 
         Args:
             master: the session target.
@@ -236,6 +244,7 @@ class SessionManager:
         if max_wait_secs is None:
             max_wait_secs = float("Inf")
         timer = _CountDownTimer(max_wait_secs)
+        waits = self._waits()
         while True:
             sess = Session(self._target, graph=self._graph, config=config)
             not_ready_msg = None
@@ -245,13 +254,26 @@ class SessionManager:
                 if ready:
                     return sess
             _safe_close(sess)
-            if timer.secs_remaining() - self._recovery_wait_secs < 0:
+            wait = next(waits)
+            if timer.secs_remaining() - wait < 0:
                 raise errors.DeadlineExceededError(
                     None, None, f"Session was not ready after waiting {max_wait_secs} secs. Not "
                     f"ready for local init: {not_ready_local_msg}; not ready: {not_ready_msg}")
             _log.info("Waiting for model to be ready.  Ready_for_local_init_op:  %s, ready: %s",
                       not_ready_local_msg, not_ready_msg)
-            time.sleep(self._recovery_wait_secs)
+            time.sleep(wait)
+
+    def _waits(self):
+        """The pauses between checks: from `FIRST_WAIT_S`, doubling up to `recovery_wait_secs`.
+
+        TF1 sleeps `recovery_wait_secs` (30 s) before every check, so a worker that started a
+        moment before its chief idles 30 s, and so does every worker after a ps restart; polling
+        fast at first and backing off to the same ceiling costs a few cheap checks instead.
+        """
+        wait = min(FIRST_WAIT_S, self._recovery_wait_secs)
+        while True:
+            yield wait
+            wait = min(wait * 2, self._recovery_wait_secs)
 
     # ------------------------------------------------------------------ readiness
     def _model_ready(self, sess):

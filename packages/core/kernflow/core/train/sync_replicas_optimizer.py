@@ -357,6 +357,44 @@ def _identity(t, name):
     return array_ops.identity(t, name=name)
 
 
+class _TokenDrain:
+    """Empties the token queue of tokens an earlier chief session left (kernflow extension).
+
+    A token carries the global step of the step that made it; once the chief has restored or
+    initialized the model, tokens of an earlier session (the release at the end of a finished
+    run, a step's tokens no worker took before the chief died) would let a worker run ahead with
+    a local step from another model state. The chief takes them out before adding its own. A
+    worker may take one at the same moment, so each try waits at most `TIMEOUT_MS` for the count
+    it read and a short one is tried again.
+    """
+
+    TIMEOUT_MS = 1000
+    TRIES = 3
+
+    def __init__(self, queue):
+        from kernflow.core.ops import array_ops
+        self._size = queue.size(name="sync_token_q_size")
+        self._n = array_ops.placeholder(_dtypes.int32, [], name="sync_token_q_drain_n")
+        self._take = queue.dequeue_many(self._n, name="sync_token_q_drain")
+
+    def __call__(self, session) -> int:
+        from kernflow.core.framework import errors
+        from kernflow.core.protobuf.config_pb2 import RunOptions
+        drained = 0
+        for _ in range(self.TRIES):
+            n = int(session.run(self._size))
+            if n <= 0:
+                break
+            try:
+                session.run(self._take, {self._n: n}, options=RunOptions(timeout_in_ms=self.TIMEOUT_MS))
+                drained += n
+            except errors.DeadlineExceededError:
+                continue
+        if drained:
+            _log.info("SyncReplicasOptimizer: dropped %d tokens left by an earlier session", drained)
+        return drained
+
+
 class _SyncReplicasOptimizerHook(SessionRunHook):
     """Runs the SyncReplicasOptimizer's initialization and starts the chief's queue runner.
 
@@ -389,10 +427,15 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             self._local_init_op = opt.chief_init_op
             self._q_runner = opt.get_chief_queue_runner()
             self._init_tokens_op = opt.get_init_tokens_op(self._num_tokens)
+            # One more token per replica, for the workers still waiting when training ends.
+            self._release_tokens_op = opt.get_init_tokens_op(max(opt._total_num_replicas, 1))
+            self._drain = _TokenDrain(opt._sync_token_queue)
         else:
             self._local_init_op = opt.local_step_init_op
             self._q_runner = None
             self._init_tokens_op = None
+            self._release_tokens_op = None
+            self._drain = None
 
     def after_create_session(self, session, coord):
         """Runs the local init (and, on the chief, the tokens) and starts the chief's queue runner.
@@ -407,10 +450,28 @@ class _SyncReplicasOptimizerHook(SessionRunHook):
             raise RuntimeError(f"Init operations did not make model ready for SyncReplicasOptimizer "
                                f"local_init. Init op: {self._local_init_op.name}, error: {msg}")
         session.run(self._local_init_op)
+        if self._drain is not None:
+            self._drain(session)
         if self._init_tokens_op is not None:
             session.run(self._init_tokens_op)
         if self._q_runner is not None:
             self._q_runner.create_threads(session, coord=coord, daemon=True, start=True)
+
+    def end(self, session):
+        """On the chief, when training ended normally: one more token for every replica (kernflow
+        extension).
+
+        A worker that waits for a token after the chief's last step gets one, finishes its step
+        (a stale gradient, dropped) and sees the final global step (its StopAtStepHook stops it);
+        in TF1 it waits forever, since the chief's queue runner is gone. The queue is not closed,
+        so a later chief can train on with the same ps tasks.
+        """
+        if self._release_tokens_op is None:
+            return
+        try:
+            session.run(self._release_tokens_op)
+        except Exception as e:  # noqa: BLE001 - the tasks may already be gone; training is over
+            _log.warning("SyncReplicasOptimizer: could not release the waiting workers: %s", e)
 
     def before_run(self, run_context):
         if not self._log_every_n_steps or self._log_every_n_steps <= 0:
