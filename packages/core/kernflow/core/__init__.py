@@ -37,6 +37,7 @@ _load_optional_families(globals())
 _Variable._overload_operators()
 
 from kernflow.core import nn  # noqa: E402
+from kernflow.core import sparse  # noqa: E402
 from kernflow.core import train  # noqa: E402
 from kernflow.core import test  # noqa: E402
 

@@ -17,6 +17,7 @@ import numpy as np
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
+from kernflow.core.framework import sparse_tensor as _sparse
 from kernflow.core.plugins import manager
 from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
 from kernflow.core import tracing
@@ -61,6 +62,9 @@ class _FetchMapper:
             parts = [self._plan(graph, x) if x is not None else (lambda vals: None)
                      for x in (f.values, f.indices, f.dense_shape)]
             return lambda vals: IndexedSlicesValue(*[p(vals) for p in parts])
+        if isinstance(f, _sparse.SparseTensor):  # fetched as a SparseTensorValue, as TF does
+            parts = [self._plan(graph, x) for x in (f.indices, f.values, f.dense_shape)]
+            return lambda vals: _sparse.SparseTensorValue(*[p(vals) for p in parts])
         try:
             el = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
         except TypeError as e:
@@ -75,6 +79,33 @@ class _FetchMapper:
 
     def build(self, values):
         return self._build(values)
+
+
+def _sparse_parts(k, v):
+    """The three (tensor, value) feeds of a SparseTensor key fed a SparseTensorValue or a triple."""
+    if not isinstance(v, (tuple, list)) or len(v) != 3:
+        raise TypeError(f"The value of a SparseTensor feed ({k.indices.name}) must be a "
+                        f"SparseTensorValue or an (indices, values, dense_shape) tuple, got {type(v)}")
+    return list(zip((k.indices, k.values, k.dense_shape), v))
+
+
+def _sparse_feeds(feed_dict):
+    """feed_dict's items, each SparseTensor key split into its three parts."""
+    for k, v in feed_dict.items():
+        if isinstance(k, _sparse.SparseTensor):
+            yield from _sparse_parts(k, v)
+        else:
+            yield k, v
+
+
+def _flatten_sparse_args(args, sparse_at):
+    """make_callable's arguments with each SparseTensor feed's value split into three."""
+    if len(args) != len(sparse_at):
+        raise TypeError(f"callable expects {len(sparse_at)} feed values, got {len(args)}")
+    out = []
+    for a, sp in zip(args, sparse_at):
+        out.extend(a if sp else (a,))
+    return out
 
 
 def _to_user(v):
@@ -301,7 +332,7 @@ class BaseSession:
             elements = mapper.elements
         feed_names, feed_vals = [], []
         if feed_dict:
-            for k, v in feed_dict.items():
+            for k, v in _sparse_feeds(feed_dict):
                 if type(k) is not _ops.Tensor:
                     if hasattr(k, "_as_graph_element"):
                         k = k._as_graph_element()
@@ -341,8 +372,12 @@ class BaseSession:
         """Returns fn(*feed_values) that runs `fetches` with `feed_list` fed, skipping re-analysis."""
         g = self._graph
         mapper = _FetchMapper(g, fetches)
+        feed_list = list(feed_list or [])
+        sparse_at = [isinstance(f, _sparse.SparseTensor) for f in feed_list]
+        feed_list = [p for f in feed_list for p in ((f.indices, f.values, f.dense_shape)
+                                                  if isinstance(f, _sparse.SparseTensor) else (f,))]
         feeds = [g.as_graph_element(f._as_graph_element() if hasattr(f, "_as_graph_element") else f,
-                                    allow_operation=False) for f in (feed_list or [])]
+                                    allow_operation=False) for f in feed_list]
         feed_names = tuple(t.name for t in feeds)
         fetch_names = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Tensor))
         targets = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Operation))
@@ -364,6 +399,8 @@ class BaseSession:
         def call(*args, options=None, run_metadata=None):
             if session._closed:
                 raise RuntimeError("Attempted to use a closed Session.")
+            if any(sparse_at):
+                args = _flatten_sparse_args(args, sparse_at)
             if len(args) != nfeeds:
                 raise TypeError(f"callable expects {nfeeds} feed values, got {len(args)}")
             vals = [c(a) for c, a in zip(checks, args)]

@@ -26,6 +26,7 @@ import numpy as np
 
 from kernflow.core.ops.accumulator_ops import ACCUMULATOR_OPS
 from kernflow.core.ops.data_flow_ops import QUEUE_OPS
+from kernflow.core.ops.sparse_ops import SPARSE_OPS
 
 __all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases",
            "HOST_ONLY_OPS", "HOST_RESOURCE_OPS"]
@@ -84,14 +85,14 @@ def all_cases() -> list[OpCase]:
 
 
 # Ops of queues and conditional accumulators: host tensors only, with no GPU kernel by design (as
-# in TF); placement keeps them on the CPU.
-HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS)
+# in TF); placement keeps them on the CPU. The sparse ops have no GPU kernel yet: host only too.
+HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SPARSE_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, stacks, TensorArrays): exercised by
 # their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,
 # test_stack_ops.py) rather than required to have contract cases. Stacks and TensorArrays keep
 # their handles on the host but have GPU kernels.
-HOST_RESOURCE_OPS = HOST_ONLY_OPS | frozenset({
+HOST_RESOURCE_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset({
     "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
     "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
     "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3",
