@@ -30,6 +30,11 @@ from kernflow.core.ops.gradients_impl import *  # noqa: F403
 from kernflow.core.ops import training_ops as _training_ops  # noqa: F401 - declares the Apply* ops
 from kernflow.core.ops import fused_ops as _fused_ops  # noqa: F401 - ops of the fusion pass
 from kernflow.core.ops.optional import load_optional_families as _load_optional_families
+from kernflow.core.ops.partitioned_variables import (PartitionedVariable,
+                                                     create_partitioned_variables,
+                                                     fixed_size_partitioner,
+                                                     min_max_variable_partitioner,
+                                                     variable_axis_size_partitioner)
 
 from kernflow.core.ops.variables import Variable as _Variable
 

@@ -405,9 +405,10 @@ def test_synchronization_and_aggregation(g):
         kf.get_variable("x", [1], aggregation="sum")
 
 
-def test_partitioner_is_reported_unsupported(g):
-    with pytest.raises(NotImplementedError, match="Partitioned variables are not supported"):
-        kf.get_variable("p", [10, 2], partitioner=lambda shape, dtype: [2, 1])
+def test_partitioner_makes_a_partitioned_variable(g):
+    # Partitioned variables are tested in test_partitioned_variables.py.
+    p = kf.get_variable("p", [10, 2], partitioner=lambda shape, dtype: [2, 1])
+    assert isinstance(p, kf.PartitionedVariable) and len(p) == 2
 
 
 # ---------------------------------------------------------------------------- regularizers

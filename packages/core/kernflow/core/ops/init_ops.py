@@ -135,7 +135,9 @@ class Constant(Initializer):
     """Initializes to a constant (TF1 `tf.constant_initializer`).
 
     A scalar `value` fills the whole tensor. A list/array gives the values in row-major order; if
-    it has fewer elements than the shape, its last element fills the rest (TF1 `constant`).
+    it has fewer elements than the shape, its last element fills the rest (TF1 `constant`). For a
+    part of a partitioned variable (`partition_info` given) a list/array describes the *full*
+    variable and the part gets its slice of it (a kernflow extension: TF1 errors instead).
 
     Args:
         value: a Python scalar, list or tuple of values, or a numpy array.
@@ -160,6 +162,8 @@ class Constant(Initializer):
             verify_shape = self._verify_shape
         dims = _shape_list(shape)
         arr = tensor_util.to_numpy(self.value, dtype)
+        if partition_info is not None and arr.size > 1:
+            arr = _part_of_value(arr, dims, partition_info)
         if verify_shape and list(arr.shape) != dims:
             raise TypeError(f"Expected Tensor's shape: {tuple(dims)}, got {arr.shape}.")
         size = int(np.prod(dims, dtype=np.int64))
@@ -177,6 +181,21 @@ class Constant(Initializer):
 
     def get_config(self):
         return {"value": self.value, "dtype": self.dtype.name}
+
+
+def _part_of_value(arr, dims, partition_info):
+    """The part of a full-variable value at `partition_info`'s offset (the value's row-major
+    elements, padded with its last one as `Constant` does, laid out in the full shape)."""
+    full = _shape_list(partition_info.full_shape)
+    size = int(np.prod(full, dtype=np.int64))
+    if arr.size > size:
+        raise ValueError(f"Too many elements provided. Needed at most {size}, but received "
+                         f"{arr.size}")
+    flat = arr.reshape([-1])
+    if flat.size != size:
+        flat = np.concatenate([flat, np.repeat(flat[-1:], size - flat.size)])
+    idx = tuple(slice(o, o + d) for o, d in zip(partition_info.var_offset, dims))
+    return flat.reshape(full)[idx]
 
 
 class RandomUniform(Initializer):

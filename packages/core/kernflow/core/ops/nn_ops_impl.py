@@ -212,17 +212,23 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
                      max_norm=None):
     """Looks up `ids` in a list of embedding tensors (TF1 `tf.nn.embedding_lookup`).
 
-    With several tensors in `params`, each id is assigned to one of them by
-    `partition_strategy`: "mod" puts id `i` in partition `i % len(params)` at row
-    `i // len(params)`; "div" splits the ids into contiguous ranges, the first
-    `num_ids % len(params)` partitions holding one extra id.
+    With several shards in `params` (a list, or the parts of a `PartitionedVariable`), each id
+    is assigned to one of them by `partition_strategy`: "mod" puts id `i` in shard
+    `i % len(params)` at row `i // len(params)`; "div" splits the ids into contiguous ranges,
+    the first `num_ids % len(params)` shards holding one extra id (the layout of a
+    PartitionedVariable's parts). DynamicPartition routes the ids, each shard's Gather (and
+    `max_norm` clipping) runs colocated with its shard, and DynamicStitch puts the rows back in
+    order. The gradient for each shard is an `IndexedSlices` of the rows it gave.
 
     Args:
-        params: a Tensor or Variable, or a list of them sharing all but their first dimension.
+        params: a Tensor or Variable, a `PartitionedVariable`, or a list of tensors/variables
+            sharing all but their first dimension.
         ids: int32 or int64 Tensor of ids to look up.
         partition_strategy: "mod" or "div".
         name: op name (default "embedding_lookup").
-        validate_indices: unused (ids are always validated on CPU).
+        validate_indices: with several shards whose row counts are known, add an Assert that
+            every id lies in [0, total rows) (its error lists the offending ids); a shard's
+            Gather always rejects a row it does not have.
         max_norm: if given, embeddings whose L2 norm exceeds it are scaled down to it.
 
     Returns:
@@ -231,13 +237,8 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     Raises:
         ValueError: if `params` is empty or the strategy is unknown.
     """
-    if params is None or (isinstance(params, (list, tuple)) and not params):
-        raise ValueError("Need at least one param")
-    if not isinstance(params, (list, tuple)):
-        params = list(params) if type(params).__name__ == "PartitionedVariable" else [params]
-    params = [p if isinstance(p, _ops.Tensor) or hasattr(p, "_as_graph_element")
-              else _ops.convert_to_tensor(p, name="params") for p in params]
-    m, a = _math(), _array()
+    params = _embedding_params(params)
+    a = _array()
     with _ops.name_scope(name, "embedding_lookup", params + [ids]) as name:
         n = len(params)
         ids = _ops.convert_to_tensor(ids, name="ids")
@@ -248,49 +249,90 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         if partition_strategy not in ("mod", "div"):
             raise ValueError(f"Unrecognized partition strategy: {partition_strategy}")
         flat_ids = a.reshape(ids, [-1])
-        original_indices = a.range(a.size(flat_ids))
-        idt = flat_ids.dtype.base_dtype
-        if partition_strategy == "mod":
-            p_assignments = m.floormod(flat_ids, n)
-            new_ids = m.floordiv(flat_ids, n)
-        else:
-            total = 0
-            for p in params:
-                d0 = _ts.dimension_value(_static_shape(p)[0]) if _static_shape(p).rank else None
-                if d0 is None:
-                    total = None
-                    break
-                total += d0
-            if total is not None:
-                num_total = _ops.convert_to_tensor(total, dtype=idt)
-            else:
-                sizes = [m.cast(a.shape(p)[0], idt) for p in params]
-                num_total = m.add_n(sizes)
-            ids_per_partition = m.floordiv(num_total, n)
-            extras = m.floormod(num_total, n)
-            p_assignments = m.maximum(m.floordiv(flat_ids, ids_per_partition + 1),
-                                      m.floordiv(flat_ids - extras, ids_per_partition))
-            is_in_first = m.less(p_assignments, extras)
-            new_ids = m.where(is_in_first, m.floormod(flat_ids, ids_per_partition + 1),
-                              m.floormod(flat_ids - extras, ids_per_partition))
-        p_assignments = m.cast(p_assignments, _dtypes.int32)
-        gather_ids = a.dynamic_partition(new_ids, p_assignments, n)
-        pindices = a.dynamic_partition(original_indices, p_assignments, n)
+        # One shard's Gather rejects a bad id itself; over several, the row it reports would be
+        # the shard's, so check the ids against the total first.
+        checks = _check_ids(flat_ids, params) if validate_indices and n > 1 else []
+        with _ops.control_dependencies(checks):
+            p_assignments, new_ids = _assign_shards(flat_ids, params, partition_strategy)
+            gather_ids = a.dynamic_partition(new_ids, p_assignments, n)
+            pindices = a.dynamic_partition(a.range(a.size(flat_ids)), p_assignments, n)
         partitioned = []
         for p in range(n):
             with _ops.colocate_with(_op_of(params[p])):
-                partitioned.append(a.gather(params[p], gather_ids[p]))
+                rows = a.gather(params[p], gather_ids[p])
+                partitioned.append(_clip_rows(rows, gather_ids[p], max_norm))
         ret = a.dynamic_stitch(pindices, partitioned, name=name)
-        elem = _static_shape(params[0])[1:]
-        for p in params[1:]:
-            elem = elem.merge_with(_static_shape(p)[1:])
-        if elem.is_fully_defined():
-            ret = a.reshape(ret, a.concat([a.shape(ids), elem.as_list()], 0))
-        else:
-            ret = a.reshape(ret, a.concat([a.shape(ids), a.slice(a.shape(params[0]), [1], [-1])],
-                                          0))
-        ret.set_shape(ids.shape.concatenate(elem))
-        return _clip_rows(ret, ids, max_norm)
+        return _reshape_lookup(ret, ids, params)
+
+
+def _embedding_params(params):
+    """`params` as a non-empty list of tensors or variables (a PartitionedVariable's parts)."""
+    from kernflow.core.ops.partitioned_variables import PartitionedVariable
+    if params is None or (isinstance(params, (list, tuple)) and not params):
+        raise ValueError("Need at least one param")
+    if isinstance(params, PartitionedVariable):
+        params = list(params)
+    elif not isinstance(params, (list, tuple)):
+        params = [params]
+    return [p if isinstance(p, _ops.Tensor) or hasattr(p, "_as_graph_element")
+            else _ops.convert_to_tensor(p, name="params") for p in params]
+
+
+def _total_rows(params, idt):
+    """The number of rows over all shards: a Python int when static, else a Tensor."""
+    m, a = _math(), _array()
+    total = 0
+    for p in params:
+        shape = _static_shape(p)
+        d0 = _ts.dimension_value(shape[0]) if shape.rank else None
+        if d0 is None:
+            return m.add_n([m.cast(a.shape(q)[0], idt) for q in params])
+        total += d0
+    return total
+
+
+def _check_ids(flat_ids, params):
+    """An Assert that every id is in [0, total rows), listing the bad ids; [] if rows unknown."""
+    from kernflow.core.ops import control_flow_ops
+    total = _total_rows(params, flat_ids.dtype.base_dtype)
+    if isinstance(total, _ops.Tensor):
+        return []
+    m, a = _math(), _array()
+    bad = m.logical_or(m.less(flat_ids, 0), m.greater_equal(flat_ids, total))
+    msg = (f"embedding_lookup: ids must be in [0, {total}) for {len(params)} shards of "
+           f"{total} rows in all; out-of-range ids:")
+    return [control_flow_ops.Assert(m.logical_not(m.reduce_any(bad)),
+                                    [msg, a.boolean_mask(flat_ids, bad)], summarize=10,
+                                    name="check_ids")]
+
+
+def _assign_shards(flat_ids, params, strategy):
+    """(shard of each id as int32, row of each id within its shard)."""
+    m = _math()
+    n = len(params)
+    if strategy == "mod":
+        return m.cast(m.floormod(flat_ids, n), _dtypes.int32), m.floordiv(flat_ids, n)
+    idt = flat_ids.dtype.base_dtype
+    num_total = _ops.convert_to_tensor(_total_rows(params, idt), dtype=idt)
+    per = m.floordiv(num_total, n)
+    extras = m.floormod(num_total, n)
+    shard = m.maximum(m.floordiv(flat_ids, per + 1), m.floordiv(flat_ids - extras, per))
+    in_first = m.less(shard, extras)
+    rows = m.where(in_first, m.floormod(flat_ids, per + 1), m.floormod(flat_ids - extras, per))
+    return m.cast(shard, _dtypes.int32), rows
+
+
+def _reshape_lookup(ret, ids, params):
+    a = _array()
+    elem = _static_shape(params[0])[1:]
+    for p in params[1:]:
+        elem = elem.merge_with(_static_shape(p)[1:])
+    if elem.is_fully_defined():
+        ret = a.reshape(ret, a.concat([a.shape(ids), elem.as_list()], 0))
+    else:
+        ret = a.reshape(ret, a.concat([a.shape(ids), a.slice(a.shape(params[0]), [1], [-1])], 0))
+    ret.set_shape(ids.shape.concatenate(elem))
+    return ret
 
 
 def _static_shape(p):

@@ -108,6 +108,7 @@ class _VariableStore:
 
     def __init__(self):
         self._vars: dict[str, variables.Variable] = {}
+        self._partitioned_vars: dict = {}
         self._lock = threading.RLock()
 
     def get_variable(self, name, shape=None, dtype=_dtypes.float32, initializer=None,
@@ -130,8 +131,15 @@ class _VariableStore:
                         aggregation=VariableAggregation.NONE):
             is_scalar = isinstance(shape, _Sequence) and not shape
             if partitioner is not None and not is_scalar:
-                raise NotImplementedError(f"Partitioned variables are not supported (variable "
-                                          f"{name} with partitioner {partitioner}).")
+                if not callable(partitioner):
+                    raise ValueError(f"Partitioner must be callable, but received: {partitioner}")
+                return self._get_partitioned_variable(
+                    name, partitioner, shape=shape, dtype=dtype, initializer=initializer,
+                    regularizer=regularizer, reuse=reuse, trainable=trainable,
+                    collections=collections, caching_device=caching_device,
+                    validate_shape=validate_shape, use_resource=use_resource,
+                    constraint=constraint, synchronization=synchronization,
+                    aggregation=aggregation)
             return self._get_single_variable(
                 name, shape=shape, dtype=dtype, initializer=initializer, regularizer=regularizer,
                 reuse=reuse, trainable=trainable, collections=collections,
@@ -153,11 +161,79 @@ class _VariableStore:
             return custom_getter(getter=true_getter, **kwargs)
         return true_getter(constraint=constraint, **kwargs)
 
+    def _get_partitioned_variable(self, name, partitioner, shape=None, dtype=_dtypes.float32,
+                                  initializer=None, regularizer=None, reuse=None, trainable=None,
+                                  collections=None, caching_device=None, validate_shape=True,
+                                  use_resource=None, constraint=None,
+                                  synchronization=VariableSynchronization.AUTO,
+                                  aggregation=VariableAggregation.NONE):
+        """Gets or creates the PartitionedVariable `name` (TF's `_get_partitioned_variable`)."""
+        from kernflow.core.ops import partitioned_variables as pv
+        dtype = _dtypes.as_dtype(dtype).base_dtype
+        if isinstance(initializer, _ops.Tensor):
+            shape = _ts.as_shape(shape).merge_with(initializer.get_shape())
+        elif initializer is not None and not callable(initializer) and shape is None:
+            shape = _ts.as_shape(_np_shape(initializer))
+        shape = _ts.as_shape(shape)
+        with self._lock:
+            if name in self._vars:
+                raise ValueError(f"A partitioner was provided, but an unpartitioned version of the "
+                                 f"variable was found: {name}. Perhaps a variable of the same name "
+                                 "was already created without partitioning?")
+            partitions = _call_partitioner(partitioner, shape, dtype, name)
+            found = self._partitioned_vars.get(name)
+            if found is not None:
+                return _check_reuse(found, name, shape, dtype, partitions, reuse)
+            if reuse is True:
+                raise ValueError(f"PartitionedVariable {name} does not exist, or was not created "
+                                 "with tf.get_variable(). Did you mean to set reuse=False or "
+                                 "reuse=tf.AUTO_REUSE in VarScope?")
+            slice_dim, num_slices = pv.check_partitions(partitions, shape, name)
+            self._check_no_stale_parts(name, num_slices)
+            parts = []
+            for i, (offset, part_shape) in enumerate(
+                    pv.iter_slices(shape.as_list(), num_slices, slice_dim)):
+                part = self._make_part(
+                    f"{name}/part_{i}", shape.as_list(), offset, part_shape, dtype, initializer,
+                    regularizer=regularizer, reuse=reuse, trainable=trainable,
+                    collections=collections, caching_device=caching_device,
+                    validate_shape=validate_shape, use_resource=use_resource,
+                    constraint=constraint, synchronization=synchronization,
+                    aggregation=aggregation)
+                part._save_slice_info = pv.SaveSliceInfo(name, shape.as_list(), offset, part_shape)
+                parts.append(part)
+            result = pv.PartitionedVariable(name, shape, dtype, parts, partitions)
+            self._partitioned_vars[name] = result
+            return result
+
+    def _check_no_stale_parts(self, name, num_slices):
+        if f"{name}/part_0" not in self._vars:
+            return
+        if f"{name}/part_{num_slices - 1}" not in self._vars or \
+                f"{name}/part_{num_slices}" in self._vars:
+            raise ValueError(f"Partitioner returned a different partitioning ({num_slices} parts) "
+                             f"than what was already found for {name}.")
+
+    def _make_part(self, part_name, full_shape, offset, part_shape, dtype, initializer, **kwargs):
+        from kernflow.core.ops import array_ops, partitioned_variables as pv
+        info = pv.PartitionInfo(full_shape, offset)
+        init_shape = part_shape
+        if initializer is not None and not callable(initializer):
+            with _ops.name_scope(part_name + "/PartitionedInitializer/"), _ops.init_scope():
+                value = _ops.convert_to_tensor(initializer, dtype=None if isinstance(
+                    initializer, _ops.Tensor) else dtype)
+                initializer = array_ops.slice(value, offset, part_shape)
+            init_shape = None
+        with _ops.name_scope(None):
+            return self._get_single_variable(part_name, shape=init_shape, dtype=dtype,
+                                             initializer=initializer, partition_info=info,
+                                             **kwargs)
+
     def _get_single_variable(self, name, shape=None, dtype=_dtypes.float32, initializer=None,
                              regularizer=None, reuse=None, trainable=None, collections=None,
                              caching_device=None, validate_shape=True, use_resource=None,
                              constraint=None, synchronization=VariableSynchronization.AUTO,
-                             aggregation=VariableAggregation.NONE):
+                             aggregation=VariableAggregation.NONE, partition_info=None):
         initializing_from_value = initializer is not None and not callable(initializer)
         if shape is not None and initializing_from_value:
             raise ValueError("If initializer is a constant, do not specify shape.")
@@ -193,7 +269,7 @@ class _VariableStore:
                 dims = shape.as_list()
                 if _accepts_kwarg(initializer, "partition_info"):
                     init_val = functools.partial(initializer, dims, dtype=dtype,
-                                                 partition_info=None)
+                                                 partition_info=partition_info)
                 else:
                     init_val = functools.partial(initializer, dims, dtype=dtype)
                 variable_dtype = dtype.base_dtype
@@ -227,6 +303,40 @@ class _VariableStore:
         if dtype.is_integer or dtype.is_unsigned or dtype.is_bool or dtype == _dtypes.string:
             return init_ops.zeros_initializer()
         raise ValueError(f"An initializer for variable {name} of {dtype.base_dtype} is required")
+
+
+def _np_shape(value):
+    import numpy as np
+    return list(np.shape(value))
+
+
+def _call_partitioner(partitioner, shape, dtype, name):
+    """The partitioner's result for a new variable of `shape` (TF's `_call_partitioner`)."""
+    if not shape.is_fully_defined():
+        raise ValueError(f"Shape of a new partitioned variable ({name}) must be fully defined, but "
+                         f"instead was {shape}.")
+    if shape.rank < 1:
+        raise ValueError(f"A partitioned Variable must have rank at least 1, shape: {shape}")
+    partitions = partitioner(shape=shape, dtype=dtype)
+    from kernflow.core.ops import partitioned_variables as pv
+    pv.check_partitions(partitions, shape, name)
+    return [int(p) for p in partitions]
+
+
+def _check_reuse(found, name, shape, dtype, partitions, reuse):
+    if reuse is False:
+        raise ValueError(f"Partitioned variable with name {name} already exists. Did you mean to "
+                         "set reuse=True or reuse=tf.AUTO_REUSE in VarScope?")
+    if not shape.is_compatible_with(found.get_shape()):
+        raise ValueError(f"Trying to reuse partitioned variable {name}, but specified shape {shape} "
+                         f"and found shape {found.get_shape()}.")
+    if not dtype.is_compatible_with(found.dtype):
+        raise ValueError(f"Trying to reuse partitioned variable {name}, but specified dtype "
+                         f"{dtype.name} and found dtype {found.dtype.name}.")
+    if partitions is not None and found._get_partitions() != partitions:
+        raise ValueError(f"Trying to reuse partitioned variable {name}, but specified partitions "
+                         f"{partitions} and found partitions {found._get_partitions()}.")
+    return found
 
 
 class _VariableScopeStore(threading.local):
@@ -287,7 +397,8 @@ class VariableScope:
         initializer: default initializer of variables created in the scope.
         regularizer: default regularizer of variables created in the scope.
         caching_device: default caching device.
-        partitioner: default partitioner (partitioned variables are not supported).
+        partitioner: default partitioner: ``fn(shape, dtype) -> parts per axis`` (see
+            `kf.fixed_size_partitioner`); non-scalar variables then become PartitionedVariables.
         custom_getter: default custom getter (see `get_variable`).
         name_scope: the name scope opened with the scope ("foo/"), its `original_name_scope`.
         dtype: default dtype of variables created in the scope.
@@ -429,7 +540,10 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         trainable: add to TRAINABLE_VARIABLES (default True).
         collections: collections of a new variable (default [GLOBAL_VARIABLES]).
         caching_device: passed to the Variable.
-        partitioner: not supported (raises NotImplementedError for a non-scalar shape).
+        partitioner: ``fn(shape=TensorShape, dtype=DType) -> parts per axis``; a non-scalar
+            variable is then a `PartitionedVariable` of parts "<name>/part_<i>" (scalars stay
+            plain). Initializers are called per part with the part's shape and a
+            `partition_info`; a Tensor or value initializer is sliced for each part.
         validate_shape: if False the variable may later take values of other shapes.
         use_resource: accepted for compatibility.
         custom_getter: ``fn(getter, name, *args, **kwargs)`` that wraps the creation; `getter`
@@ -439,7 +553,7 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         aggregation: a `VariableAggregation`.
 
     Returns:
-        The created or existing Variable, named "<scope>/<name>".
+        The created or existing Variable (or PartitionedVariable), named "<scope>/<name>".
 
     Raises:
         ValueError: when creating an existing variable without reuse, reusing a missing one, on

@@ -7,7 +7,8 @@ from kernflow.core.train.server_lib import ClusterSpec, Server
 from kernflow.core.train.coordinator import Coordinator, LooperThread
 from kernflow.core.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from kernflow.core.train.input import batch, batch_join, shuffle_batch, shuffle_batch_join
-from kernflow.core.train.device_setter import replica_device_setter
+from kernflow.core.train.device_setter import (GreedyLoadBalancingStrategy, byte_size_load_fn,
+                                               replica_device_setter)
 from kernflow.core.train.optimizers import (AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer,
                                             MomentumOptimizer, RMSPropOptimizer)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from kernflow.core.framework import device_spec as _device_spec
 
-__all__ = ["replica_device_setter", "STANDARD_PS_OPS"]
+__all__ = ["replica_device_setter", "STANDARD_PS_OPS", "GreedyLoadBalancingStrategy",
+           "byte_size_load_fn"]
 
 # Op types whose node holds state every replica shares: they go to a ps task.
 STANDARD_PS_OPS = (
@@ -39,6 +40,61 @@ class _RoundRobin:
         task = self._next
         self._next = (self._next + 1) % self._num_tasks
         return task
+
+
+class GreedyLoadBalancingStrategy:
+    """Puts each ps op on the ps task with the least load so far (TF's contrib.training strategy).
+
+    kernflow has no contrib: this is `kf.train.GreedyLoadBalancingStrategy`. With
+    `byte_size_load_fn` the parts of a partitioned variable (and other variables) are spread by
+    their size in bytes rather than by count; ties go to the lowest task index.
+
+    Args:
+        num_tasks: the number of ps tasks.
+        load_fn: ``fn(op) -> load`` (a number) of one ps op.
+    """
+
+    def __init__(self, num_tasks, load_fn):
+        if num_tasks < 1:
+            raise ValueError(f"num_tasks must be positive, got {num_tasks}")
+        self._num_tasks = int(num_tasks)
+        self._load_fn = load_fn
+        self._ps_loads = [0.0] * self._num_tasks
+
+    def __call__(self, op) -> int:
+        task = min(range(self._num_tasks), key=lambda i: self._ps_loads[i])
+        self._ps_loads[task] += self._load_fn(op)
+        return task
+
+    @property
+    def loads(self) -> list:
+        """The load given to each task so far."""
+        return list(self._ps_loads)
+
+
+def byte_size_load_fn(op) -> int:
+    """The byte size of a single-output op's output (a variable's size), for load balancing.
+
+    A variable op's output shape is not known yet when device functions run, so its `shape`
+    attr is used (TF does the same).
+
+    Raises:
+        ValueError: the op does not have exactly one output, or its shape is not fully defined.
+    """
+    from kernflow.core.framework import tensor_shape as _ts
+    if len(op.outputs) != 1:
+        raise ValueError(f"Op {op.name} must have a single output")
+    out = op.outputs[0]
+    shape = out.get_shape()
+    if not shape.is_fully_defined():
+        try:
+            shape = _ts.as_shape(op.get_attr("shape"))
+        except (ValueError, KeyError):
+            pass
+    if not shape.is_fully_defined():
+        raise ValueError(f"Op {op.name} has an output of unknown shape {shape}: its byte size "
+                         "is unknown")
+    return shape.num_elements() * out.dtype.base_dtype.size
 
 
 def _op_type(op) -> str:
@@ -101,7 +157,9 @@ def replica_device_setter(ps_tasks=0, ps_device="/job:ps", worker_device="/job:w
         cluster: a `kf.train.ClusterSpec` (or its dict); the number of tasks of the ps job (the
             job `ps_device` names, "ps" by default) gives `ps_tasks`.
         ps_ops: the op types to place on ps tasks (default `STANDARD_PS_OPS`).
-        ps_strategy: ``fn(op) -> ps task index`` (default: round robin over `ps_tasks`).
+        ps_strategy: ``fn(op) -> ps task index`` (default: round robin over `ps_tasks`), e.g.
+            ``GreedyLoadBalancingStrategy(ps_tasks, byte_size_load_fn)``. The parts of a
+            partitioned variable are separate variable ops, so they are spread like any others.
 
     Returns:
         A function ``op -> device string`` for ``kf.device``, or None when there are no ps tasks

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework.indexed_slices import IndexedSlices
 
@@ -67,7 +66,7 @@ class Optimizer:
             var_list = variables.trainable_variables() + _ops.get_collection(
                 _ops.GraphKeys.TRAINABLE_RESOURCE_VARIABLES if hasattr(
                     _ops.GraphKeys, "TRAINABLE_RESOURCE_VARIABLES") else "_none_")
-        var_list = list(var_list)
+        var_list = _flatten_partitioned(var_list)
         if not var_list:
             raise ValueError("No variables to optimize.")
         for v in var_list:
@@ -90,7 +89,7 @@ class Optimizer:
         Raises:
             ValueError: if no (gradient, variable) pair has a gradient.
         """
-        from kernflow.core.ops import control_flow_ops, state_ops
+        from kernflow.core.ops import state_ops
         gv = [(g, v) for g, v in grads_and_vars]
         if not gv:
             raise ValueError("No variables provided.")
@@ -167,6 +166,7 @@ class Optimizer:
             # "w/Adam", then "w/Adam_1" for a second slot of the same optimizer (TF's names).
             with _ops.colocate_with(var), _ops.name_scope(None):
                 slots[key] = Variable(init(), name=f"{var.op.name}/{op_name}", trainable=False)
+            _slice_slot(slots[key], var)
         return slots[key]
 
     def _get_or_make_non_slot(self, initial_value, name, colocate_with):
@@ -177,6 +177,26 @@ class Optimizer:
                 v = Variable(initial_value, name=name, trainable=False)
             self._non_slot[name] = v
         return v
+
+
+def _flatten_partitioned(var_list):
+    """`var_list` with each PartitionedVariable replaced by its parts (TF lists the parts)."""
+    from kernflow.core.ops.partitioned_variables import PartitionedVariable
+    out = []
+    for v in var_list:
+        out.extend(list(v) if isinstance(v, PartitionedVariable) else [v])
+    return out
+
+
+def _slice_slot(slot, var):
+    """A slot of a part is a part of the full slot (TF's slot_creator): "w/part_0/Adam_1" is
+    the slice of "w/Adam_1" where "w/part_0" sits in "w"."""
+    info = getattr(var, "_save_slice_info", None)
+    if info is not None:
+        from kernflow.core.ops.partitioned_variables import SaveSliceInfo
+        suffix = slot.op.name[len(var.op.name) + 1:]
+        slot._save_slice_info = SaveSliceInfo(f"{info.full_name}/{suffix}", info.full_shape,
+                                              info.var_offset, info.var_shape)
 
 
 def _zeros_for(var):

@@ -25,8 +25,9 @@ from kernflow.core.framework import ops as _ops
 from kernflow.core.ops import array_ops, control_flow_ops, io_ops, state_ops
 from kernflow.core.protobuf import saver_pb2
 
-__all__ = ["SaveSpec", "SaveableObject", "ReferenceVariableSaveable", "BaseSaverBuilder",
-           "BulkSaverBuilder", "op_list_to_dict", "validate_and_slice_inputs", "SAVEABLE_OBJECTS"]
+__all__ = ["SaveSpec", "SaveableObject", "ReferenceVariableSaveable", "PartitionedVariableSaveable",
+           "BaseSaverBuilder", "BulkSaverBuilder", "op_list_to_dict", "validate_and_slice_inputs",
+           "SAVEABLE_OBJECTS"]
 
 # TF's GraphKeys.SAVEABLE_OBJECTS: extra objects saved by default (e.g. lookup tables).
 SAVEABLE_OBJECTS = "saveable_objects"
@@ -74,6 +75,11 @@ class SaveableObject:
     def device(self):
         return self.specs[0].device
 
+    @property
+    def restore_specs(self):
+        """The specs to read back (by default those written)."""
+        return self.specs
+
     def restore(self, restored_tensors, restored_shapes):
         """Returns an op that puts `restored_tensors` (one per spec) back into the object."""
         raise NotImplementedError
@@ -92,6 +98,88 @@ class ReferenceVariableSaveable(SaveableObject):
         return state_ops.assign(self.op, restored,
                                 validate_shape=restored_shapes is None
                                 and self.op.get_shape().is_fully_defined())
+
+
+class PartitionedVariableSaveable(SaveableObject):
+    """Saves the parts of a partitioned variable as one whole tensor; restores each part's slice.
+
+    The parts are concatenated (along the split axis) where the SaveV2 that writes them runs, so
+    the checkpoint holds one entry with the full name and full shape whatever the partitioning;
+    each part is restored with a RestoreV2 slice spec ("10 4 4,3:-"), which also restores a
+    checkpoint written by a plain variable or by a different number of parts.
+
+    Args:
+        parts: the part variables, each with a `_save_slice_info` naming the same full variable.
+        name: the checkpoint name (the full variable's name).
+
+    Raises:
+        ValueError: a part lacks slice info, the parts name different variables, or they do not
+            cover the full variable.
+    """
+
+    def __init__(self, parts, name):
+        parts = list(parts)
+        infos = [getattr(v, "_save_slice_info", None) for v in parts]
+        if any(i is None for i in infos):
+            raise ValueError(f"Saving variable slices under '{name}' needs a save_slice_info on "
+                             f"every part: {[v.name for v, i in zip(parts, infos) if i is None]}")
+        if len({(i.full_name, tuple(i.full_shape)) for i in infos}) != 1:
+            raise ValueError(f"The slices saved under '{name}' belong to different variables: "
+                             f"{sorted({i.full_name for i in infos})}")
+        order = sorted(range(len(parts)), key=lambda k: infos[k].var_offset)
+        self._parts = [parts[k] for k in order]
+        self._infos = [infos[k] for k in order]
+        self._axis = _check_cover(self._infos, name)
+        self._full = None
+        dtype = self._parts[0].dtype.base_dtype
+        spec = SaveSpec(self._full_tensor, "", name, dtype=dtype, device=self._parts[0].device)
+        super().__init__(tuple(self._parts), [spec], name)
+
+    def _full_tensor(self):
+        # Built once, under the device scope of the SaveV2 that consumes it.
+        if self._full is None:
+            values = [_variable_ref(v) for v in self._parts]
+            if len(values) == 1:
+                self._full = array_ops.identity(values[0], name="concat_" + _leaf(self.name))
+            else:
+                self._full = array_ops.concat(values, self._axis, name="concat_" + _leaf(self.name))
+        return self._full
+
+    @property
+    def restore_specs(self):
+        return [SaveSpec(_variable_ref(v), i.spec, self.name, dtype=v.dtype.base_dtype)
+                for v, i in zip(self._parts, self._infos)]
+
+    def restore(self, restored_tensors, restored_shapes):
+        assigns = []
+        for k, (v, t) in enumerate(zip(self._parts, restored_tensors)):
+            if restored_shapes is not None:
+                t = array_ops.reshape(t, restored_shapes[k])
+            assigns.append(state_ops.assign(_variable_ref(v), t, validate_shape=True))
+        return control_flow_ops.group(*assigns)
+
+
+def _leaf(name: str) -> str:
+    return name.replace("/", "_")
+
+
+def _check_cover(infos, name) -> int:
+    """The split axis of slices that tile their full variable exactly (ValueError otherwise)."""
+    full = list(infos[0].full_shape)
+    axes = {a for i in infos for a, (o, s, f) in enumerate(zip(i.var_offset, i.var_shape, full))
+            if o != 0 or s != f}
+    if len(axes) > 1:
+        raise ValueError(f"The slices of '{name}' are split along several axes {sorted(axes)}")
+    axis = axes.pop() if axes else 0
+    at = 0
+    for i in infos:
+        if i.var_offset[axis] != at:
+            break
+        at += i.var_shape[axis]
+    if at != (full[axis] if full else 0) or not full:
+        raise ValueError(f"The slices of '{name}' saved together must cover the whole variable "
+                         f"of shape {full} exactly: got {[(i.var_offset, i.var_shape) for i in infos]}")
+    return axis
 
 
 def _is_variable_tensor(t) -> bool:
@@ -115,10 +203,25 @@ def op_list_to_dict(op_list, convert_variable_to_tensor=True):
     """
     if not isinstance(op_list, (list, tuple, set)):
         raise TypeError(f"Variables to save should be passed in a dict or a list: {op_list}")
+    from kernflow.core.ops.partitioned_variables import PartitionedVariable
     names = {}
     for var in sorted(op_list, key=lambda x: getattr(x, "name", "")):
         if isinstance(var, SaveableObject):
             names[var.name] = var
+            continue
+        if isinstance(var, PartitionedVariable):
+            if var.name in names:
+                raise ValueError(f"At least two variables have the same name: {var.name}")
+            names[var.name] = list(var)
+            continue
+        info = getattr(var, "_save_slice_info", None)
+        if info is not None:
+            # A part of a partitioned variable: saved with its siblings under the full name.
+            slices = names.setdefault(info.full_name, [])
+            if not isinstance(slices, list):
+                raise ValueError(f"Mixing slices and non-slices with the same name: "
+                                 f"{info.full_name}")
+            slices.append(var)
             continue
         if convert_variable_to_tensor:
             var = _variable_ref(var)
@@ -137,8 +240,9 @@ def _saveables_for(op, name):
                         f"operations. Name is not a string: {name}")
     if isinstance(op, SaveableObject):
         return [op]
-    if isinstance(op, (list, tuple)):
-        raise NotImplementedError(f"Saving a list of variable slices ('{name}') is not supported.")
+    from kernflow.core.ops.partitioned_variables import PartitionedVariable
+    if isinstance(op, (list, tuple, PartitionedVariable)):
+        return [PartitionedVariableSaveable(op, name)]
     var = _variable_ref(op) if not isinstance(op, _ops.Tensor) else op
     if not _is_variable_tensor(var):
         raise TypeError(f"names_to_saveables must be a dict mapping string names to "
@@ -199,7 +303,7 @@ class BaseSaverBuilder:
         """One RestoreV2 per spec of `saveable`; returns the restored tensors."""
         del preferred_shard
         return [io_ops.restore_v2(filename_tensor, [spec.name], [spec.slice_spec], [spec.dtype])[0]
-                for spec in saveable.specs]
+                for spec in saveable.restore_specs]
 
     def bulk_restore(self, filename_tensor, saveables, preferred_shard, restore_sequentially):
         """Restores every spec of `saveables`; returns the tensors in spec order."""
@@ -253,15 +357,15 @@ class BaseSaverBuilder:
         all_tensors = self.bulk_restore(filename_tensor, saveables, preferred_shard, False)
         assigns, i = [], 0
         for s in saveables:
-            tensors = all_tensors[i:i + len(s.specs)]
-            i += len(s.specs)
+            tensors = all_tensors[i:i + len(s.restore_specs)]
+            i += len(s.restore_specs)
             assigns.append(s.restore(tensors, self._shapes(s) if reshape else None))
         return control_flow_ops.group(*assigns, name=name)
 
     @staticmethod
     def _shapes(saveable):
         out = []
-        for spec in saveable.specs:
+        for spec in saveable.restore_specs:
             v = spec.tensor
             shape = v.get_shape()
             out.append(shape.as_list() if shape.is_fully_defined() else array_ops.shape(v))
@@ -334,7 +438,8 @@ class BulkSaverBuilder(BaseSaverBuilder):
 
     def bulk_restore(self, filename_tensor, saveables, preferred_shard, restore_sequentially):
         del restore_sequentially, preferred_shard
-        specs = [(spec.name, spec.slice_spec, spec.dtype) for s in saveables for spec in s.specs]
+        specs = [(spec.name, spec.slice_spec, spec.dtype) for s in saveables
+                 for spec in s.restore_specs]
         names, slices, dtypes = zip(*specs)
         with _ops.device("/device:CPU:0"):
             return io_ops.restore_v2(filename_tensor, list(names), list(slices), list(dtypes))
