@@ -16,6 +16,8 @@ registered with `add_to_server`, which sets no response serializer for that meth
 
 from __future__ import annotations
 
+import threading
+
 from kernflow.client import channels
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
@@ -48,10 +50,17 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         # Set by `add_to_server`: RecvTensor yields serialized messages. (Registered with the
         # generated add_WorkerServiceServicer_to_server, it yields messages.)
         self.raw_responses = False
+        # What RecvTensor served (GetStatus reports it): serialized response bytes and calls.
+        self._count_lock = threading.Lock()
+        self.recv_tensor_bytes_served = 0
+        self.recv_tensor_calls_served = 0
 
     @rpc_method
     def GetStatus(self, request, context):
-        return self._worker.get_status(request)
+        resp = self._worker.get_status(request)
+        resp.recv_tensor_bytes_served = self.recv_tensor_bytes_served
+        resp.recv_tensor_calls_served = self.recv_tensor_calls_served
+        return resp
 
     @rpc_method
     def RegisterGraph(self, request, context):
@@ -88,8 +97,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         kw = {} if parent is None else {"trace_context": parent}
         chunks = self._worker.recv_tensor_raw(request, timeout=_remaining(context),
                                               on_cancel=context.add_callback, **kw)
+        with self._count_lock:
+            self.recv_tensor_calls_served += 1
         R = worker_pb2.RecvTensorResponse
-        yield from (chunks if self.raw_responses else (R.FromString(b) for b in chunks))
+        for b in chunks:
+            with self._count_lock:
+                self.recv_tensor_bytes_served += len(b)
+            yield b if self.raw_responses else R.FromString(b)
 
     @rpc_method
     def CleanupGraph(self, request, context):

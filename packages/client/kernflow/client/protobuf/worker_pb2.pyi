@@ -37,14 +37,18 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    RECV_TENSOR_BYTES_SERVED_FIELD_NUMBER: _ClassVar[int]
+    RECV_TENSOR_CALLS_SERVED_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ...) -> None: ...
+    recv_tensor_bytes_served: int
+    recv_tensor_calls_served: int
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")

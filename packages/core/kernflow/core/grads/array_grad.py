@@ -26,7 +26,8 @@ from kernflow.core.ops.array_ops_common import partial_scalar
 
 # Ops whose outputs do not depend differentiably on their inputs (TF marks them alike).
 for _op_type in ("Const", "Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "Range",
-                 "StopGradient", "InvertPermutation", "BroadcastGradientArgs", "ConcatOffset"):
+                 "StopGradient", "InvertPermutation", "BroadcastGradientArgs", "ConcatOffset", "Unique",
+                 "UniqueWithCounts"):
     NotDifferentiable(_op_type)
 
 

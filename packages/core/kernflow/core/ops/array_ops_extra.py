@@ -1,4 +1,4 @@
-"""N-d gathers/scatters and the array ops that gradients are built from: GatherNd, ScatterNd,
+"""N-d gathers/scatters, Unique, and the array ops that gradients are built from: GatherNd, ScatterNd,
 InvertPermutation, BroadcastGradientArgs, ConcatOffset, StridedSliceGrad and MirrorPadGrad.
 
 Re-exported by `kernflow.core.ops.array_ops`; kernels in kernflow.kernels.cpu.array.
@@ -14,7 +14,7 @@ from kernflow.core.framework.op_def_library import apply_op
 from kernflow.core.framework.op_def_registry import register_op
 from kernflow.core.ops.array_ops_common import index_arg, partial_shape
 
-__all__ = ["gather_nd", "scatter_nd", "invert_permutation"]
+__all__ = ["gather_nd", "scatter_nd", "invert_permutation", "unique", "unique_with_counts"]
 
 _INDEX = "{int32, int64} = int32"
 
@@ -82,6 +82,42 @@ register_op("InvertPermutation", inputs=["x: T"], outputs=["y: T"], attrs=["T: "
 def invert_permutation(x, name=None):
     """Computes the inverse of permutation `x` (a 1-D int32/int64 tensor)."""
     return apply_op("InvertPermutation", [x], name=name).outputs[0]
+
+
+# ----------------------------------------------------------------------------- unique
+def _unique_shape(op):
+    op.inputs[0].shape.with_rank(1)
+    n = op.inputs[0].shape
+    return [_ts.TensorShape([None]), n] + ([_ts.TensorShape([None])] if len(op.outputs) > 2 else [])
+
+
+register_op("Unique", inputs=["x: T"], outputs=["y: T", "idx: out_idx"],
+            attrs=["T: type", "out_idx: " + _INDEX], shape_fn=_unique_shape,
+            doc="The distinct elements of 1-D x in order of first occurrence; x[i] = y[idx[i]].")
+register_op("UniqueWithCounts", inputs=["x: T"], outputs=["y: T", "idx: out_idx", "count: out_idx"],
+            attrs=["T: type", "out_idx: " + _INDEX], shape_fn=_unique_shape,
+            doc="Unique, plus how often each element of y occurs in x.")
+
+# Unique has no GPU kernel (host only, see kernel_contract.HOST_ONLY_OPS).
+UNIQUE_OPS = ("Unique", "UniqueWithCounts")
+
+
+def unique(x, out_idx=None, name=None):
+    """The distinct elements of the 1-D tensor `x`, in order of first occurrence (TF1 `tf.unique`).
+
+    Returns:
+        (y, idx): `y` the distinct elements, `idx` (int32 or `out_idx`) with ``x[i] == y[idx[i]]``.
+    """
+    from kernflow.core.framework import dtypes
+    attrs = {"out_idx": dtypes.as_dtype(out_idx or dtypes.int32)}
+    return tuple(apply_op("Unique", [x], attrs, name=name).outputs)
+
+
+def unique_with_counts(x, out_idx=None, name=None):
+    """`unique` plus `count`, the number of times each element of `y` occurs in `x`."""
+    from kernflow.core.framework import dtypes
+    attrs = {"out_idx": dtypes.as_dtype(out_idx or dtypes.int32)}
+    return tuple(apply_op("UniqueWithCounts", [x], attrs, name=name).outputs)
 
 
 # ----------------------------------------------------------------------------- gradient helpers

@@ -460,6 +460,28 @@ def _gather(ctx):
     return compute
 
 
+def _unique(with_counts):
+    def factory(ctx):
+        idx_dt = ctx.get_attr("out_idx").as_numpy_dtype
+
+        def compute(x):
+            x = np.asarray(x)
+            if x.ndim != 1:
+                raise _error(ctx, f"unique expects a 1D vector, got {_shape_str(x.shape)}")
+            if x.size == 0:
+                empty = np.zeros(0, idx_dt)
+                return (x, empty, empty) if with_counts else (x, empty)
+            u, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                                  return_counts=True)
+            order = np.argsort(first, kind="stable")      # first-occurrence order, as TF
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            out = (u[order], rank[inverse.reshape(-1)].astype(idx_dt))
+            return out + (counts[order].astype(idx_dt),) if with_counts else out
+        return compute
+    return factory
+
+
 def _dynamic_partition(ctx):
     n = ctx.get_attr("num_partitions")
 
@@ -669,7 +691,8 @@ def register(registry, device=DEVICE):
         "ParallelDynamicStitch": _dynamic_stitch, "GatherNd": _gather_nd, "ScatterNd": _scatter_nd,
         "InvertPermutation": _invert_permutation, "BroadcastGradientArgs": _bcast_args,
         "ConcatOffset": _concat_offset, "StridedSliceGrad": _strided_slice_grad,
-        "MirrorPadGrad": _mirror_pad_grad,
+        "MirrorPadGrad": _mirror_pad_grad, "Unique": _unique(False),
+        "UniqueWithCounts": _unique(True),
     }
     for op_type, factory in simple.items():
         registry.register(op_type, device, factory)
