@@ -630,5 +630,7 @@ from kernflow.core.ops.nn_ops_impl import *  # noqa: E402,F403
 from kernflow.core.ops.nn_ops_impl import __all__ as _impl_all  # noqa: E402
 from kernflow.core.ops.nn_ops_norm import *  # noqa: E402,F403
 from kernflow.core.ops.nn_ops_norm import __all__ as _norm_all  # noqa: E402
+from kernflow.core.ops.nn_ops_sampled import *  # noqa: E402,F403
+from kernflow.core.ops.nn_ops_sampled import __all__ as _sampled_all  # noqa: E402
 
-__all__ += _conv_all + _impl_all + _norm_all
+__all__ += _conv_all + _impl_all + _norm_all + _sampled_all

@@ -25,6 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from kernflow.core.ops.accumulator_ops import ACCUMULATOR_OPS
+from kernflow.core.ops.array_ops_extra import UNIQUE_OPS
+from kernflow.core.ops.candidate_sampling_ops import CANDIDATE_SAMPLING_OPS
 from kernflow.core.ops.data_flow_ops import QUEUE_OPS
 from kernflow.core.ops.sparse_ops import SPARSE_OPS
 
@@ -85,8 +87,10 @@ def all_cases() -> list[OpCase]:
 
 
 # Ops of queues and conditional accumulators: host tensors only, with no GPU kernel by design (as
-# in TF); placement keeps them on the CPU. The sparse ops have no GPU kernel yet: host only too.
-HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SPARSE_OPS)
+# in TF); placement keeps them on the CPU. The sparse ops, Unique and the candidate samplers
+# (stateful numpy generators) have no GPU kernel yet: host only too.
+HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SPARSE_OPS) | \
+    frozenset(UNIQUE_OPS) | frozenset(CANDIDATE_SAMPLING_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, stacks, TensorArrays): exercised by
 # their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,
