@@ -27,7 +27,7 @@ pytest.importorskip("sklearn", reason="the demo needs scikit-learn (kernflow-cor
 if not have_distributed():
     pytest.skip("kernflow-client, -master and -worker are not installed", allow_module_level=True)
 
-pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(900)]
 
 _ENV = dict(os.environ, PYTHONUNBUFFERED="1")
 _ACCURACY = re.compile(r"final test accuracy: ([0-9.]+)% .*global step (\d+)")
@@ -82,7 +82,7 @@ SYNC3 = ("--sync-replicas", "3", "--epochs", "4", "--save-checkpoint-steps", "15
 def test_a_killed_ps_is_restarted_and_training_resumes_from_the_last_checkpoint(cluster, tmp_path):
     plain = _demo(cluster, tmp_path / "plain", *SYNC3)
     try:
-        reference, last = _final(plain, 150)
+        reference, last = _final(plain, 400)
     finally:
         plain.kill()
     assert last == 92
@@ -105,7 +105,7 @@ def test_a_killed_ps_is_restarted_and_training_resumes_from_the_last_checkpoint(
             assert m.group(3) == "recovered", kid.output()
             recovered[int(m.group(1))] = int(m.group(2))
         took = time.monotonic() - killed_at
-        accuracy, final_step = _final(kid, 150)
+        accuracy, final_step = _final(kid, 400)
     finally:
         kid.kill()
     restarted = _ps(cluster)
@@ -131,7 +131,7 @@ def test_one_backup_worker_reaches_the_embedded_accuracy(cluster, tmp_path):
     kid = _demo(cluster, tmp_path / "backup", "--sync-replicas", "2", "--backup-workers", "1",
                 "--epochs", "10")
     try:
-        accuracy, final_step = _final(kid, 200)
+        accuracy, final_step = _final(kid, 600)   # ~45 s on an idle 2-core machine
         dropped = int(re.search(r"stale gradients dropped[^:]*: (\d+)", kid.output()).group(1))
     finally:
         kid.kill()

@@ -20,8 +20,10 @@ after it on the same batches, so a run interrupted by failures ends where an uni
 
 Every session a replica creates is reported: ``replica R: session at global step S (started)``,
 then ``(recovered)`` for each one its monitored session recreated after a task failed; the chief
-prints the dropped-gradient count at the end. The chief adds no initial tokens (``num_tokens=0``):
-each replica applies one gradient and waits for the step's tokens, so no replica runs ahead alone.
+shows its progress (a bar, or with ``--no-progress`` a ``global step S/LAST`` line per checkpoint
+interval) and prints the dropped-gradient count at the end. The chief adds no initial tokens
+(``num_tokens=0``): each replica applies one gradient and waits for the step's tokens, so no replica
+runs ahead alone.
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def _train_replica(kf, args, r, n, total, ps, build_model, make_optimizer, data,
                  kf.train.StopAtStepHook(last_step=last_step)]
         # A replica's sessions need the ps tasks and its own task only, not the other replicas'.
         config = kf.ConfigProto(device_filters=["/job:ps", worker])
-        bar = _progress_bar(kf, args, is_chief, last_step, step)
+        bar = _progress_bar(kf, args, is_chief, last_step, step, save_steps, report)
         with kf.train.MonitoredTrainingSession(
                 master=args.target, is_chief=is_chief, checkpoint_dir=ckpt_dir if is_chief else None,
                 hooks=hooks + ([bar] if bar is not None else []), save_checkpoint_steps=save_steps,
@@ -237,26 +239,36 @@ def _train_replica(kf, args, r, n, total, ps, build_model, make_optimizer, data,
     return hits / len(xte), int(gs), dropped
 
 
-def _progress_bar(kf, args, is_chief, last_step, step):
-    """A hook that moves a tqdm bar to the global step (the chief's, when the bar is wanted)."""
-    if not is_chief or args.no_progress:
+def _progress_bar(kf, args, is_chief, last_step, step, every, report):
+    """The chief's progress: a tqdm bar at the global step, or with ``--no-progress`` (or no tqdm)
+    a line every `every` global steps."""
+    if not is_chief:
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:  # the progress bar is optional
-        return None
+    tqdm = None
+    if not args.no_progress:
+        try:
+            from tqdm import tqdm
+        except ImportError:  # the progress bar is optional
+            pass
 
-    class _Bar(kf.train.SessionRunHook):
+    class _Progress(kf.train.SessionRunHook):
         def begin(self):
-            self.bar = tqdm(total=last_step, desc="global step", unit="step", leave=False)
+            self.bar = tqdm(total=last_step, desc="global step", unit="step", leave=False) if tqdm else None
+            self.reported = 0
 
         def before_run(self, run_context):
             return kf.train.SessionRunArgs(step)
 
         def after_run(self, run_context, run_values):
-            self.bar.update(int(run_values.results) - self.bar.n)
+            at = int(run_values.results)
+            if self.bar is not None:
+                self.bar.update(at - self.bar.n)
+            elif at >= self.reported + every or at >= last_step > self.reported:
+                self.reported = at
+                report(f"global step {at}/{last_step}")
 
         def end(self, session):
-            self.bar.close()
+            if self.bar is not None:
+                self.bar.close()
 
-    return _Bar()
+    return _Progress()
