@@ -99,18 +99,13 @@ def run_worker(cfg: dict) -> None:
 
 # ---------------------------------------------------------------------------- parent
 def _spawn(args: list[str]) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, _HERE, *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env)
+    from kernflow.core.testing.processes import spawn_script
+    return spawn_script(_HERE, args)
 
 
 def _read_line(proc: subprocess.Popen, prefix: str, what: str) -> str:
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{what} exited ({proc.wait()}) before printing {prefix!r}")
-        if line.startswith(prefix):
-            return line
+    from kernflow.core.testing.processes import read_prefixed
+    return read_prefixed(proc, prefix, what)
 
 
 def run_round(shards: int, args) -> dict:

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-__all__ = ["free_ports", "ChildProcess", "have_distributed"]
+__all__ = ["free_ports", "ChildProcess", "have_distributed", "spawn_script", "read_prefixed"]
 
 
 def have_distributed() -> bool:
@@ -81,3 +81,26 @@ class ChildProcess:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
             pass
+
+
+def spawn_script(path: str, args) -> subprocess.Popen:
+    """Starts ``python path *args`` (unbuffered) with pipes for stdin and text stdout: how the
+    benchmarks under tools/ start their own child roles (a closed stdin tells a child to stop)."""
+    import sys
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, path, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
+def read_prefixed(proc: subprocess.Popen, prefix: str, what: str) -> str:
+    """The next line of `proc`'s stdout that starts with `prefix` (other lines are skipped).
+
+    Raises:
+        RuntimeError: the process exited first (`what` names it).
+    """
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} exited ({proc.wait()}) before printing {prefix!r}")
+        if line.startswith(prefix):
+            return line
