@@ -46,5 +46,7 @@ from kernflow.core import sparse  # noqa: E402
 from kernflow.core import train  # noqa: E402
 from kernflow.core import test  # noqa: E402
 from kernflow.core import layers  # noqa: E402
+from kernflow.core import losses  # noqa: E402
+from kernflow.core import metrics  # noqa: E402
 
 __version__ = "0.1.0"

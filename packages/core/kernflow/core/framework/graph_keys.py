@@ -16,6 +16,7 @@ class GraphKeys:
     UPDATE_OPS = "update_ops"
     LOSSES = "losses"
     REGULARIZATION_LOSSES = "regularization_losses"
+    METRIC_VARIABLES = "metric_variables"
     GLOBAL_STEP = "global_step"
     INIT_OP = "init_op"
     LOCAL_INIT_OP = "local_init_op"
