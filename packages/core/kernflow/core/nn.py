@@ -5,3 +5,7 @@ try:
 except ModuleNotFoundError as _e:  # until the family lands
     if _e.name != "kernflow.core.ops.nn_ops":
         raise
+
+from kernflow.core.ops import rnn_cell  # noqa: E402,F401 - kf.nn.rnn_cell.*
+from kernflow.core.ops.rnn import (bidirectional_dynamic_rnn, dynamic_rnn,  # noqa: E402,F401
+                                   raw_rnn, static_bidirectional_rnn, static_rnn)
