@@ -13,7 +13,7 @@ from kernflow.core.framework.ops import (Graph, GraphKeys, Operation, Tensor, ad
                                          get_collection_ref, get_default_graph, is_tensor,
                                          name_scope, register_tensor_conversion_function,
                                          reset_default_graph)
-from kernflow.core.framework.tensor_shape import Dimension, TensorShape
+from kernflow.core.framework.tensor_shape import Dimension, TensorShape, dimension_at_index, dimension_value
 from kernflow.core.framework.graph_io import import_graph_def
 from kernflow.core.client.session import InteractiveSession, Session, get_default_session
 from kernflow.core.protobuf.config_pb2 import (ConfigProto, GPUOptions, GraphOptions,

@@ -85,19 +85,21 @@ class TestTensorShapeBasics:
 
     def test_constructor_forms(self):
         assert TensorShape(None).dims is None
-        assert TensorShape([2, None]).dims == (2, None)
-        assert TensorShape((2, 3)).dims == (2, 3)
-        assert TensorShape([Dimension(2), Dimension(None)]).dims == (2, None)
-        assert TensorShape(np.zeros((4, 5)).shape).dims == (4, 5)
-        assert TensorShape([np.int32(3)]).dims == (3,)
-        assert isinstance(TensorShape([np.int32(3)]).dims[0], int)
+        assert TensorShape(None).dim_values is None
+        assert TensorShape([2, None]).dim_values == (2, None)
+        assert TensorShape((2, 3)).dim_values == (2, 3)
+        assert TensorShape([Dimension(2), Dimension(None)]).dim_values == (2, None)
+        assert TensorShape(np.zeros((4, 5)).shape).dim_values == (4, 5)
+        assert TensorShape([np.int32(3)]).dim_values == (3,)
+        assert isinstance(TensorShape([np.int32(3)]).dim_values[0], int)
         s = TensorShape([1, 2])
-        assert TensorShape(s).dims == (1, 2)
-        assert TensorShape([]).dims == ()
+        assert TensorShape(s).dim_values == (1, 2)
+        assert TensorShape([]).dim_values == ()
+        assert TensorShape([]).dims == []
 
     def test_constructor_errors(self):
         with pytest.raises(TypeError):
-            TensorShape(3)
+            TensorShape(3.0)
         with pytest.raises(TypeError):
             TensorShape("ab")
         with pytest.raises(TypeError):
@@ -125,15 +127,15 @@ class TestTensorShapeBasics:
     def test_getitem(self):
         s = TensorShape([2, None, 5])
         assert s[0] == 2
-        assert s[1] is None
+        assert s[1].value is None
         assert s[-1] == 5
-        assert isinstance(s[0], int)
+        assert isinstance(s[0], Dimension)
         assert s[1:] == TensorShape([None, 5])
         assert isinstance(s[:2], TensorShape)
         with pytest.raises(IndexError):
             s[3]
         unknown = TensorShape(None)
-        assert unknown[0] is None
+        assert isinstance(unknown[0], Dimension) and unknown[0].value is None
         assert unknown[1:3] == ts.unknown_shape(rank=2)
         assert unknown[1:].rank is None
         assert unknown[-2:].rank is None

@@ -143,7 +143,7 @@ def _check_feed(t: _ops.Tensor, value):
     info = _feed_info.get(t)
     if info is None or info[2] is not t._shape:  # set_shape replaces the shape object
         info = _feed_info[t] = (np.dtype(t.dtype.base_dtype.as_numpy_dtype)
-                                if t.dtype.base_dtype != _dtypes.string else None, t.shape.dims,
+                                if t.dtype.base_dtype != _dtypes.string else None, t.shape.dim_values,
                                 t._shape)
     npdtype, dims, _ = info
     if type(value) is np.ndarray and value.dtype is npdtype:  # the common case: no conversion
@@ -192,7 +192,7 @@ def _feed_checker(t: _ops.Tensor):
     if t.dtype.base_dtype == _dtypes.string:
         return lambda v: _check_feed(t, v)
     npdtype = np.dtype(t.dtype.base_dtype.as_numpy_dtype)
-    shape_obj, dims = t._shape, t.shape.dims
+    shape_obj, dims = t._shape, t.shape.dim_values
     rank = None if dims is None else len(dims)
     known = () if dims is None else tuple((i, d) for i, d in enumerate(dims) if d is not None)
 

@@ -113,9 +113,9 @@ class Tensor:
 
     def __iter__(self):
         shape = self._shape
-        if shape.rank is None or shape.rank == 0 or shape[0] is None:
+        if shape.rank is None or shape.rank == 0 or shape.dim_values[0] is None:
             raise TypeError("Tensor objects are only iterable when the first dimension is known.")
-        for i in range(shape[0]):
+        for i in range(shape.dim_values[0]):
             yield self[i]
 
     def __len__(self):
@@ -657,9 +657,9 @@ def _run_shape_fn(op: Operation) -> None:
 
 
 def _shape_str(shape) -> str:
-    if shape.dims is None:
+    if shape.dim_values is None:
         return "?"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape.dims) + "]"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.dim_values) + "]"
 
 
 # ------------------------------------------------------------------------ default graph

@@ -1,8 +1,10 @@
-"""Static shapes of tensors (``TensorShape``) with TF2 semantics.
+"""Static shapes of tensors (``TensorShape``) with TF1 semantics.
 
-A shape either has unknown rank (``dims is None``) or is a tuple whose
-entries are non-negative ints or ``None`` for an unknown dimension.
-Indexing a shape gives plain ints / ``None``; slicing gives a new shape.
+A shape either has unknown rank (``dims is None``) or a known number of
+dimensions, each a non-negative int or unknown. As in TF1, indexing a shape
+gives a :class:`Dimension` (``shape[1].value``) and ``dims`` a list of them;
+``as_list()`` and ``dim_values`` give plain ints / ``None``; slicing gives a
+new shape.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import operator
 
 __all__ = [
-    "Dimension", "as_dimension", "dimension_value", "TensorShape",
+    "Dimension", "as_dimension", "dimension_value", "dimension_at_index", "TensorShape",
     "as_shape", "unknown_shape", "scalar", "vector", "matrix",
     "broadcast_shape",
 ]
@@ -215,11 +217,25 @@ def dimension_value(dimension):
     return dimension
 
 
+def dimension_at_index(shape, index):
+    """Returns ``shape[index]`` as a Dimension; unknown if the rank is unknown.
+
+    Args:
+        shape: Anything :func:`as_shape` accepts.
+        index: An int index into the shape.
+    """
+    return as_shape(shape)[index]
+
+
 class TensorShape:
-    """The static shape of a tensor (TF2 behaviour).
+    """The static shape of a tensor (TF1 behaviour for indexing and ``dims``).
+
+    ``shape[i]`` is a :class:`Dimension` and ``dims`` a list of them (``Dimension(None) is None`` is
+    False: use ``.value`` or :func:`dimension_value`); ``as_list()``, iteration and ``dim_values``
+    give plain int-or-None.
 
     Attributes:
-        dims: ``None`` for unknown rank, else a tuple of int-or-None.
+        dims: ``None`` for unknown rank, else a list of Dimensions.
     """
 
     __slots__ = ("_dims",)
@@ -228,8 +244,9 @@ class TensorShape:
         """Creates a TensorShape.
 
         Args:
-            dims: ``None`` (unknown rank), a TensorShape, or an iterable of
-                ints / ``None`` / Dimensions (e.g. a list or numpy shape).
+            dims: ``None`` (unknown rank), a TensorShape, an iterable of
+                ints / ``None`` / Dimensions (e.g. a list or numpy shape), or
+                a single int / Dimension meaning a 1-D shape (as in TF1).
 
         Raises:
             TypeError: If ``dims`` or one of its entries is not shape-like.
@@ -245,14 +262,30 @@ class TensorShape:
             try:
                 items = iter(dims)
             except TypeError:
-                raise TypeError(
-                    f"Cannot convert {dims!r} to a TensorShape: expected "
-                    "None or a sequence of dimensions.") from None
+                # TF1: a non-iterable (int, Dimension) is a 1-D shape.
+                try:
+                    self._dims = (_to_dim_value(dims),)
+                except TypeError:
+                    raise TypeError(
+                        f"Cannot convert {dims!r} to a TensorShape: expected "
+                        "None, a dimension or a sequence of dimensions."
+                    ) from None
+                return
             self._dims = tuple(_to_dim_value(d) for d in items)
 
     @property
     def dims(self):
-        """``None`` for unknown rank, else a tuple of int-or-None."""
+        """``None`` for unknown rank, else a list of :class:`Dimension` (as in TF1)."""
+        if self._dims is None:
+            return None
+        return [Dimension(d) for d in self._dims]
+
+    @property
+    def dim_values(self):
+        """``None`` for unknown rank, else a tuple of int-or-None.
+
+        A kernflow extension (TF2's ``dims``): the plain values internal code works with.
+        """
         return self._dims
 
     @property
@@ -296,7 +329,7 @@ class TensorShape:
         if self._dims is not None:
             if isinstance(key, slice):
                 return TensorShape(self._dims[key])
-            return self._dims[key]
+            return Dimension(self._dims[key])
         if isinstance(key, slice):
             if key.step is not None:
                 raise ValueError("Steps are not supported when slicing a "
@@ -306,7 +339,7 @@ class TensorShape:
             if stop is None or start < 0 or stop < 0:
                 return unknown_shape()
             return unknown_shape(rank=max(stop - start, 0))
-        return None
+        return Dimension(None)
 
     def as_list(self):
         """Returns the dims as a list of int-or-None.
@@ -562,9 +595,9 @@ def broadcast_shape(shape_x, shape_y):
     """
     shape_x = as_shape(shape_x)
     shape_y = as_shape(shape_y)
-    if shape_x.dims is None or shape_y.dims is None:
+    if shape_x.rank is None or shape_y.rank is None:
         return unknown_shape()
-    xs, ys = shape_x.dims, shape_y.dims
+    xs, ys = shape_x.dim_values, shape_y.dim_values
     n = max(len(xs), len(ys))
     xs = (1,) * (n - len(xs)) + xs
     ys = (1,) * (n - len(ys)) + ys

@@ -19,9 +19,13 @@ def to_numpy(values, dtype=None) -> np.ndarray:
     Python floats become float32 and ints int32 (int64 when they do not fit), unless `dtype`
     (a DType or anything `as_dtype` takes) says otherwise.
 
+    Known `Dimension`s (``[x.shape[1], 10]``) count as their ints, as in TF1.
+
     Raises:
         TypeError: if the value cannot be represented in `dtype`.
+        ValueError: if the value holds an unknown Dimension.
     """
+    values = _dimension_values(values)
     if dtype is not None:
         dt = _dtypes.as_dtype(dtype).base_dtype
         if dt == _dtypes.string:
@@ -48,6 +52,18 @@ def to_numpy(values, dtype=None) -> np.ndarray:
     return np.asarray(values, dtype=dt.as_numpy_dtype)
 
 
+def _dimension_values(values):
+    """`values` with each Dimension (at any list/tuple depth) replaced by its int."""
+    if isinstance(values, _ts.Dimension):
+        if values.value is None:
+            raise ValueError("Cannot convert an unknown Dimension to a Tensor: ?")
+        return values.value
+    if isinstance(values, (list, tuple)) and any(isinstance(v, (_ts.Dimension, list, tuple))
+                                                 for v in values):
+        return [_dimension_values(v) for v in values]
+    return values
+
+
 def _to_string_array(values) -> np.ndarray:
     arr = np.asarray(values, dtype=object)
     flat = [v.encode() if isinstance(v, str) else bytes(v) for v in arr.reshape(-1)]
@@ -60,10 +76,10 @@ def shape_to_proto(shape):
     """Returns a TensorShapeProto of `shape` (unknown dims are -1)."""
     from kernflow.core.protobuf import tensor_shape_pb2
     shape = _ts.as_shape(shape)
-    if shape.dims is None:
+    if shape.dim_values is None:
         return tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
     return tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in shape.dims])
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in shape.dim_values])
 
 
 def shape_from_proto(proto) -> _ts.TensorShape:
@@ -180,6 +196,6 @@ def constant_value_as_shape(tensor) -> _ts.TensorShape:
                 c = constant_value(t)
                 dims.append(None if c is None or int(c) < 0 else int(c))
             return _ts.TensorShape(dims)
-        n = tensor.shape[0] if tensor.shape.rank == 1 else None
+        n = tensor.shape.dim_values[0] if tensor.shape.rank == 1 else None
         return _ts.TensorShape([None] * n) if n is not None else _ts.TensorShape(None)
     return _ts.TensorShape(None)

@@ -57,8 +57,9 @@ def reshape_like(grad, t):
     s = t.shape
     if s.is_fully_defined() and grad.shape.is_fully_defined() and grad.shape.as_list() == s.as_list():
         return grad
-    if s.is_fully_defined() or (s.rank is not None and s.dims.count(None) == 1 and 0 not in s.dims):
-        out = array_ops.reshape(grad, [-1 if d is None else d for d in s.dims])
+    dims = s.dim_values
+    if s.is_fully_defined() or (dims is not None and dims.count(None) == 1 and 0 not in dims):
+        out = array_ops.reshape(grad, [-1 if d is None else d for d in dims])
     else:
         out = array_ops.reshape(grad, array_ops.shape_internal(t, optimize=False))
     out.set_shape(s)
@@ -202,7 +203,7 @@ def _concat_grad(op, grad):
             return _concat_grad_sparse(values, grad) + [None]
         grad = dense(grad)
     if a is not None and rank is not None:
-        sizes = [v.shape.dims[a] for v in values]
+        sizes = [v.shape.dim_values[a] for v in values]
         unknown = sum(s is None for s in sizes)
         if unknown <= 1:
             parts = array_ops.split(grad, [-1 if s is None else s for s in sizes], axis=a)
@@ -230,7 +231,7 @@ def _concat_grad(op, grad):
 
 def _concat_grad_sparse(values, grad):
     """IndexedSlices gradient of a concat along axis 0: each input gets the rows in its range."""
-    sizes = [v.shape.dims[0] if v.shape.rank is not None else None for v in values]
+    sizes = [v.shape.dim_values[0] if v.shape.rank is not None else None for v in values]
     idx_dt = grad.indices.dtype.base_dtype
     if all(s is not None for s in sizes):
         starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
@@ -306,7 +307,7 @@ def _strided_slice_grad_grad(op, grad):
 def _tile_grad(op, grad):
     """Sums the copies: grad reshaped to [m0, d0, m1, d1, ...] and reduced over the m axes."""
     x, multiples = op.inputs
-    dims = x.shape.dims if x.shape.rank is not None else None
+    dims = x.shape.dim_values if x.shape.rank is not None else None
     mult = _const_ints(multiples)
     sparse = isinstance(grad, IndexedSlices)
     if sparse:
@@ -408,14 +409,14 @@ def _gather_rows_grad(params, indices, grad):
         return IndexedSlices(grad, indices, dense_shape)
     flat = array_ops.reshape(indices, [-1])
     n = indices.shape.num_elements() if indices.shape.is_fully_defined() else None
-    tail = p.dims[1:] if p.rank is not None else None
+    tail = p.dim_values[1:] if p.rank is not None else None
     if tail is not None and None not in tail and (n is not None or 0 not in tail):
         values = array_ops.reshape(grad, [-1 if n is None else n] + list(tail))
     else:
         size = array_ops.expand_dims(array_ops.size(indices), 0)
         values = array_ops.reshape(grad, array_ops.concat([size, dense_shape[1:]], 0))
         if p.rank is not None:
-            values.set_shape([n] + list(p.dims[1:]))
+            values.set_shape([n] + list(p.dim_values[1:]))
     return IndexedSlices(values, flat, dense_shape)
 
 
@@ -488,7 +489,7 @@ def _gather_nd_grad(op, grad):
     params, indices = op.inputs
     grad = dense(grad)
     ref_shape = shape_of(params, indices.dtype.base_dtype)
-    if indices.shape.rank == 2 and indices.shape.dims[-1] == 1:
+    if indices.shape.rank == 2 and indices.shape.dim_values[-1] == 1:
         return [IndexedSlices(grad, array_ops.squeeze(indices, axis=[-1]), ref_shape), None]
     g = array_ops.scatter_nd(indices, grad, ref_shape)
     g.set_shape(params.shape)
@@ -520,7 +521,7 @@ def _dynamic_stitch_grad(op, grad):
     indices, data = op.inputs[:n], op.inputs[n:]
     if isinstance(grad, IndexedSlices):
         out = op.outputs[0]
-        rows = out.shape.dims[0] if out.shape.rank is not None else None
+        rows = out.shape.dim_values[0] if out.shape.rank is not None else None
         if rows is None:
             rows = array_ops.shape_internal(out, optimize=False)[0]
         grad = segment_ops.unsorted_segment_sum(grad.values, grad.indices, rows)

@@ -47,9 +47,9 @@ def _static_axes(t_shape, other_shapes):
     n = max([t_shape.rank] + [s.rank for s in other_shapes])
     lead = n - t_shape.rank
     axes = list(range(lead))
-    for i, a in enumerate(t_shape.dims):
+    for i, a in enumerate(t_shape.dim_values):
         k = lead + i
-        others = [s.dims[k - (n - s.rank)] for s in other_shapes if k >= n - s.rank]
+        others = [s.dim_values[k - (n - s.rank)] for s in other_shapes if k >= n - s.rank]
         if a == 1:
             # Summing over an axis of length 1 is harmless, so an unknown dim elsewhere is fine.
             if any(b != 1 for b in others):
@@ -434,7 +434,7 @@ def _batch_matmul_grad(op, grad):
     if sx.rank is not None and sy.rank is not None:
         if sx.rank <= 2 and sy.rank <= 2:
             return [gx, gy]
-        bx, by = _ts.TensorShape(sx.dims[:-2]), _ts.TensorShape(sy.dims[:-2])
+        bx, by = _ts.TensorShape(sx.dim_values[:-2]), _ts.TensorShape(sy.dim_values[:-2])
     else:
         bx = by = _ts.TensorShape(None)
     return list(_reduce_pair(x, y, gx, gy, batch_shapes=(bx, by)))
@@ -464,7 +464,7 @@ def _keep_dims(t, x, axes):
     """t, a reduction of x over static `axes` without keep_dims, shaped to broadcast against x."""
     if axes == list(range(len(axes))):  # leading axes: broadcasting aligns the rest already
         return t
-    kept = [1 if i in axes else d for i, d in enumerate(x.shape.dims)]
+    kept = [1 if i in axes else d for i, d in enumerate(x.shape.dim_values)]
     unknown = kept.count(None)
     if unknown <= 1:
         return array_ops.reshape(t, [-1 if d is None else d for d in kept])
@@ -508,8 +508,8 @@ def _mean_grad(op, grad):
         factor = x.shape.num_elements() // max(y.shape.num_elements(), 1)
     else:
         axes = _static_reduction_axes(op)
-        if axes is not None and all(x.shape.dims[a] is not None for a in axes):
-            factor = _static_prod([x.shape.dims[a] for a in axes])  # e.g. axis 1 of [None, 10]
+        if axes is not None and all(x.shape.dim_values[a] is not None for a in axes):
+            factor = _static_prod([x.shape.dim_values[a] for a in axes])  # e.g. axis 1 of [None, 10]
     if factor is None:
         n_y = y.shape.num_elements() if y.shape.is_fully_defined() else None
         if n_y is not None and n_y <= 1:   # a full reduction: the factor is size(x)
@@ -561,7 +561,7 @@ def _prod_grad(op, grad):
         return [_prod_grad_dynamic(op, x, grad), None]
     rank = x.shape.rank
     other = [i for i in range(rank) if i not in axes]
-    dims = x.shape.dims
+    dims = x.shape.dim_values
     if axes == list(range(len(axes))):  # reduced axes first: no transpose
         perm, scan_axis = None, 0
     elif axes == list(range(rank - len(axes), rank)):  # reduced axes last: no transpose

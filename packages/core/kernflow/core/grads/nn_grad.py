@@ -206,7 +206,7 @@ def _unbroadcast_2d(g, t, other):
     """
     if t.shape.rank != 2 or other.shape.rank != 2:
         return g
-    axes = [i for i, (a, b) in enumerate(zip(t.shape.dims, other.shape.dims))
+    axes = [i for i, (a, b) in enumerate(zip(t.shape.dim_values, other.shape.dim_values))
             if a == 1 and b != 1]
     if not axes:
         return g
@@ -269,8 +269,8 @@ def _top_k_grad(op, grad, _):
     x, idx = op.inputs[0], op.outputs[1]
     xs, ks = x.shape, idx.shape
     if xs.is_fully_defined() and ks.is_fully_defined():
-        n, k = xs.dims[-1], ks.dims[-1]
-        rows = int(np.prod(xs.dims[:-1], dtype=np.int64))
+        n, k = xs.dim_values[-1], ks.dim_values[-1]
+        rows = int(np.prod(xs.dim_values[:-1], dtype=np.int64))
         offsets = array_ops.constant((np.arange(rows, dtype=np.int32) * n).reshape(-1, 1))
         flat = array_ops.reshape(array_ops.reshape(idx, [rows, k]) + offsets, [-1, 1])
         out = array_ops.scatter_nd(flat, array_ops.reshape(grad, [-1]), [rows * n])

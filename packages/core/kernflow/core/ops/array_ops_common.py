@@ -83,7 +83,7 @@ def partial_value(t):
     out = None
     if op.type == "Shape":
         s = op.inputs[0].shape
-        out = list(s.dims) if s.rank is not None else None
+        out = list(s.dim_values) if s.rank is not None else None
     elif op.type == "Pack" and op.get_attr("axis") == 0 and all(x.shape.rank == 0 for x in op.inputs):
         out = [partial_scalar(x) for x in op.inputs]
     elif op.type == "ConcatV2" and partial_scalar(op.inputs[-1]) in (0, -1):
@@ -98,8 +98,8 @@ def partial_value(t):
         dims = tensor_util.constant_value(op.inputs[0])
         if dims is not None and np.size(dims) == 1:
             out = [partial_scalar(op.inputs[1])] * int(np.reshape(dims, -1)[0])
-    if out is None and t.shape.rank == 1 and t.shape[0] is not None:
-        out = [None] * t.shape[0]
+    if out is None and t.shape.rank == 1 and t.shape.dim_values[0] is not None:
+        out = [None] * t.shape.dim_values[0]
     return out
 
 

@@ -24,13 +24,13 @@ def _gather_nd_shape(op):
     p, ind = op.inputs[0].shape, op.inputs[1].shape
     if ind.rank == 0:
         raise ValueError("indices must be at least a vector (rank >= 1)")
-    if p.rank is None or ind.rank is None or ind.dims[-1] is None:
+    if p.rank is None or ind.rank is None or ind.dim_values[-1] is None:
         return [_ts.TensorShape(None)]
-    k = ind.dims[-1]
+    k = ind.dim_values[-1]
     if k > p.rank:
         raise ValueError(f"indices.shape[-1] must be <= params.rank, but saw indices shape: {ind} "
                          f"and params shape: {p}")
-    return [_ts.TensorShape(list(ind.dims[:-1]) + list(p.dims[k:]))]
+    return [_ts.TensorShape(list(ind.dim_values[:-1]) + list(p.dim_values[k:]))]
 
 
 register_op("GatherNd", inputs=["params: Tparams", "indices: Tindices"], outputs=["output: Tparams"],
@@ -42,9 +42,9 @@ def _scatter_nd_shape(op):
     ind, upd = op.inputs[0].shape, op.inputs[1].shape
     out = partial_shape(op.inputs[2])
     if out.rank is not None and ind.rank is not None and upd.rank is not None and \
-            ind.dims[-1] is not None:
-        k = ind.dims[-1]
-        want = _ts.TensorShape(list(ind.dims[:-1]) + list(out.dims[k:]))
+            ind.dim_values[-1] is not None:
+        k = ind.dim_values[-1]
+        want = _ts.TensorShape(list(ind.dim_values[:-1]) + list(out.dim_values[k:]))
         if not want.is_compatible_with(upd):
             raise ValueError(f"updates has shape {upd}, expected {want} for indices of shape {ind} and "
                              f"output shape {out}")
@@ -159,7 +159,7 @@ def _mirror_pad_grad_shape(op):
         return [_ts.TensorShape([None] * s.rank)]
     pv = np.reshape(pv, (-1, 2))
     return [_ts.TensorShape([None if d is None else d - int(pv[i, 0]) - int(pv[i, 1])
-                             for i, d in enumerate(s.dims)])]
+                             for i, d in enumerate(s.dim_values)])]
 
 
 register_op("MirrorPadGrad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output: T"],

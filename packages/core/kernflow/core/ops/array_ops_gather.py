@@ -42,14 +42,14 @@ def _gather_shape(op):
     a = axis + p.rank if axis < 0 else axis
     if bd > a:
         raise ValueError(f"batch_dims ({bd}) must be less than or equal to axis ({a})")
-    pd = list(p.dims)
+    pd = list(p.dim_values)
     for i in range(bd):
-        x, y = pd[i], ind.dims[i]
+        x, y = pd[i], ind.dim_values[i]
         if x is not None and y is not None and x != y:
             raise ValueError(f"params.shape[{i}] ({x}) must match indices.shape[{i}] ({y}) for "
                              f"batch_dims {bd}")
         pd[i] = x if x is not None else y
-    return [_ts.TensorShape(pd[:a] + list(ind.dims[bd:]) + pd[a + 1:])]
+    return [_ts.TensorShape(pd[:a] + list(ind.dim_values[bd:]) + pd[a + 1:])]
 
 
 register_op("GatherV2", inputs=["params: Tparams", "indices: Tindices", "axis: Taxis"],
@@ -85,9 +85,9 @@ def _dynamic_partition_shape(op):
     n = op.get_attr("num_partitions")
     if p.rank is None or d.rank is None:
         return [_ts.TensorShape(None)] * n
-    if d.rank < p.rank or not _ts.TensorShape(d.dims[:p.rank]).is_compatible_with(p):
+    if d.rank < p.rank or not _ts.TensorShape(d.dim_values[:p.rank]).is_compatible_with(p):
         raise ValueError(f"data.shape {d} must start with partitions.shape {p}")
-    return [_ts.TensorShape([None] + list(d.dims[p.rank:]))] * n
+    return [_ts.TensorShape([None] + list(d.dim_values[p.rank:]))] * n
 
 
 register_op("DynamicPartition", inputs=["data: T", "partitions: int32"],
@@ -123,10 +123,10 @@ def _stitch_shape(op):
         if ix.shape.rank is None or d.shape.rank is None:
             continue
         r = ix.shape.rank
-        if d.shape.rank < r or not _ts.TensorShape(d.shape.dims[:r]).is_compatible_with(ix.shape):
+        if d.shape.rank < r or not _ts.TensorShape(d.shape.dim_values[:r]).is_compatible_with(ix.shape):
             raise ValueError(f"data[{i}].shape = {d.shape} does not start with indices[{i}].shape = "
                              f"{ix.shape}")
-        rest = _ts.TensorShape(d.shape.dims[r:])
+        rest = _ts.TensorShape(d.shape.dim_values[r:])
         if extra is not None and not extra.is_compatible_with(rest):
             raise ValueError(f"Inconsistent slice shapes in DynamicStitch: {extra} vs. {rest}")
         extra = rest if extra is None else extra.merge_with(rest)
@@ -184,15 +184,15 @@ def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
                 axis += st.rank
             if axis + nm > st.rank:
                 raise ValueError(f"mask of rank {nm} does not fit tensor of shape {st} at axis {axis}")
-            _ts.TensorShape(st.dims[axis:axis + nm]).assert_is_compatible_with(shape_mask)
+            _ts.TensorShape(st.dim_values[axis:axis + nm]).assert_is_compatible_with(shape_mask)
         elif axis < 0:
             raise ValueError("A negative axis needs a tensor of known rank")
-        if st.rank is not None and all(d is not None for d in st.dims[axis:axis + nm]):
-            lead = int(np.prod(st.dims[axis:axis + nm], dtype=np.int64))
+        if st.rank is not None and all(d is not None for d in st.dim_values[axis:axis + nm]):
+            lead = int(np.prod(st.dim_values[axis:axis + nm], dtype=np.int64))
         else:
             lead = -1
         if st.is_fully_defined():
-            new_shape = list(st.dims[:axis]) + [lead] + list(st.dims[axis + nm:])
+            new_shape = list(st.dim_values[:axis]) + [lead] + list(st.dim_values[axis + nm:])
         else:
             full = a.shape(tensor)
             parts = []
@@ -203,7 +203,7 @@ def boolean_mask(tensor, mask, name="boolean_mask", axis=None):
             new_shape = a.concat(parts, 0)
         flat = a.reshape(tensor, new_shape)
         if st.rank is not None:
-            nd = list(st.dims[:axis]) + [None if lead < 0 else lead] + list(st.dims[axis + nm:])
+            nd = list(st.dim_values[:axis]) + [None if lead < 0 else lead] + list(st.dim_values[axis + nm:])
             flat.set_shape(nd)
         m = a.reshape(mask, [-1])
         where = apply_op("Where", [m]).outputs[0]

@@ -55,11 +55,11 @@ def _concat_shape(op):
     total = 0
     first = known[0]
     for s in known:
-        for i, d in enumerate(s.dims):
+        for i, d in enumerate(s.dim_values):
             if i != a:
                 out[i] = _merge_dim(out[i], d, i, first, s)
     for v in values:
-        d = v.shape.dims[a] if v.shape.rank is not None else None
+        d = v.shape.dim_values[a] if v.shape.rank is not None else None
         total = None if total is None or d is None else total + d
     out[a] = total
     return [_ts.TensorShape(out)]
@@ -95,7 +95,7 @@ def _pack_shape(op):
             raise ValueError(f"Shapes must be equal rank, but are {merged.rank} and {s.rank}")
         if merged.rank is not None and s.rank is not None:
             merged = _ts.TensorShape([_merge_dim(a, b, i, merged, s)
-                                      for i, (a, b) in enumerate(zip(merged.dims, s.dims))])
+                                      for i, (a, b) in enumerate(zip(merged.dim_values, s.dim_values))])
         elif s.rank is not None:
             merged = s
     if merged.rank is None:
@@ -104,7 +104,7 @@ def _pack_shape(op):
     axis = op.get_attr("axis")
     if not -r <= axis < r:
         raise ValueError(f"Invalid axis: {axis}; must be in [{-r},{r})")
-    dims = list(merged.dims)
+    dims = list(merged.dim_values)
     dims.insert(axis + r if axis < 0 else axis, len(op.inputs))
     return [_ts.TensorShape(dims)]
 
@@ -122,10 +122,10 @@ def _unpack_shape(op):
     a = normalize_axis(axis, s.rank, "axis") if s.rank else None
     if a is None:
         raise ValueError("Can not unpack a scalar (rank 0)")
-    d = s.dims[a]
+    d = s.dim_values[a]
     if d is not None and d != num:
         raise ValueError(f"Dimension must be {num} but is {d}")
-    out = _ts.TensorShape(s.dims[:a] + s.dims[a + 1:])
+    out = _ts.TensorShape(s.dim_values[:a] + s.dim_values[a + 1:])
     return [out] * num
 
 
@@ -175,7 +175,7 @@ def unstack(value, num=None, axis=0, name="unstack"):
         if s.rank is not None:
             if not -s.rank <= axis < s.rank:
                 raise ValueError(f"Argument `axis` = {axis} not in range [{-s.rank}, {s.rank})")
-            num = s.dims[axis]
+            num = s.dim_values[axis]
         if num is None:
             raise ValueError(f"Cannot infer argument `num` from shape {s}")
     return list(apply_op("Unpack", [value], {"num": num, "axis": axis}, name=name).outputs)
@@ -191,7 +191,7 @@ def _split_shape(op):
     if axis is None:
         return [_ts.TensorShape([None] * s.rank)] * n
     a = normalize_axis(axis, s.rank, "split_dim")
-    dims = list(s.dims)
+    dims = list(s.dim_values)
     d = dims[a]
     if d is not None:
         if d % n:
@@ -220,7 +220,7 @@ def _split_v_shape(op):
     a = normalize_axis(axis, s.rank, "split_dim")
     if sizes is None:
         sizes = [None] * n
-    d = s.dims[a]
+    d = s.dim_values[a]
     if sum(1 for x in sizes if x == -1) > 1:
         raise ValueError("size_splits can contain at most one -1 (the inferred size)")
     if all(x is not None for x in sizes) and d is not None:
@@ -237,7 +237,7 @@ def _split_v_shape(op):
                              f"split_dim if not fully specified.  Got: {known}")
     out = []
     for x in sizes:
-        dims = list(s.dims)
+        dims = list(s.dim_values)
         dims[a] = None if x is None or x < 0 else x
         out.append(_ts.TensorShape(dims))
     return out
@@ -276,8 +276,8 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split"):
         raise ValueError("Rank-0 tensors are not supported as the num_or_size_splits argument to "
                          f"split. Argument provided: {num_or_size_splits}")
     if num is None:
-        if sizes.shape.rank == 1 and sizes.shape[0] is not None:
-            num = sizes.shape[0]
+        if sizes.shape.rank == 1 and sizes.shape.dim_values[0] is not None:
+            num = sizes.shape.dim_values[0]
         else:
             raise ValueError(f"Cannot infer argument `num` from shape {sizes.shape}")
     return list(apply_op("SplitV", [value, sizes, axis], {"num_split": num}, name=name).outputs)
@@ -297,7 +297,7 @@ def _tile_shape(op):
     if mult is None:
         return [_ts.TensorShape([None] * s.rank)]
     return [_ts.TensorShape([None if d is None or m is None else d * m
-                             for d, m in zip(s.dims, mult)])]
+                             for d, m in zip(s.dim_values, mult)])]
 
 
 register_op("Tile", inputs=["input: T", "multiples: Tmultiples"], outputs=["output: T"],
@@ -315,9 +315,9 @@ def _pad_shape(op):
     s = op.inputs[0].shape
     p_t = op.inputs[1]
     ps = p_t.shape.with_rank(2)
-    if ps.dims[1] is not None and ps.dims[1] != 2:
-        raise ValueError(f"Dimension 1 of paddings must be 2, got {ps.dims[1]}")
-    n = ps.dims[0]
+    if ps.dim_values[1] is not None and ps.dim_values[1] != 2:
+        raise ValueError(f"Dimension 1 of paddings must be 2, got {ps.dim_values[1]}")
+    n = ps.dim_values[0]
     if s.rank is not None and n is not None and n != s.rank:
         raise ValueError(f"The first dimension of paddings must be the rank of inputs: {n} vs. "
                          f"{s.rank}")
@@ -335,7 +335,7 @@ def _pad_shape(op):
     if s.rank is None:
         return [_ts.TensorShape([None] * r)]
     return [_ts.TensorShape([None if d is None else d + int(pv[i, 0]) + int(pv[i, 1])
-                             for i, d in enumerate(s.dims)])]
+                             for i, d in enumerate(s.dim_values)])]
 
 
 register_op("Pad", inputs=["input: T", "paddings: Tpaddings"], outputs=["output: T"],
@@ -421,7 +421,7 @@ def _one_hot_shape(op):
         return [_ts.TensorShape(None)]
     if axis > s.rank:
         raise ValueError(f"axis must be in [-1, {s.rank}], got {axis}")
-    dims = list(s.dims)
+    dims = list(s.dim_values)
     dims.insert(s.rank if axis == -1 else axis, depth)
     return [_ts.TensorShape(dims)]
 

@@ -221,13 +221,13 @@ def _reshape_shape(op):
     out = partial_shape(op.inputs[1])
     if in_shape.rank is None or out.rank is None:
         return [out]
-    dims = list(out.dims)
+    dims = list(out.dim_values)
     out_unknown = [i for i, d in enumerate(dims) if d is None]
-    in_unknown = [i for i, d in enumerate(in_shape.dims) if d is None]
+    in_unknown = [i for i, d in enumerate(in_shape.dim_values) if d is None]
     if len(out_unknown) > 1 or len(in_unknown) > 1:
         return [out]
     known_out = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
-    known_in = int(np.prod([d for d in in_shape.dims if d is not None], dtype=np.int64))
+    known_in = int(np.prod([d for d in in_shape.dim_values if d is not None], dtype=np.int64))
     shape_str = "[" + ",".join("-1" if d is None else str(d) for d in dims) + "]"
     if not in_unknown and not out_unknown:
         if known_in != known_out:
@@ -276,7 +276,7 @@ def _expand_dims_shape(op):
     if not -s.rank - 1 <= a <= s.rank:
         raise ValueError(f"Tried to expand dim index {a} for tensor with {s.rank} dimensions.")
     a = a + s.rank + 1 if a < 0 else a
-    dims = list(s.dims)
+    dims = list(s.dim_values)
     dims.insert(a, 1)
     return [_ts.TensorShape(dims)]
 
@@ -312,7 +312,7 @@ def _squeeze_shape(op):
             raise ValueError(f"Tried to squeeze dim index {d} for tensor with {s.rank} dimensions.")
         wanted.add(d + s.rank if d < 0 else d)
     out = []
-    for i, d in enumerate(s.dims):
+    for i, d in enumerate(s.dim_values):
         if wanted:
             if i in wanted:
                 if d is not None and d != 1:
@@ -350,7 +350,7 @@ def _transpose_shape(op):
     perm_t = op.inputs[1]
     perm_t.shape.with_rank(1)
     perm = tensor_util.constant_value(perm_t)
-    n = perm_t.shape[0] if perm_t.shape.rank == 1 else None
+    n = perm_t.shape.dim_values[0] if perm_t.shape.rank == 1 else None
     if s.rank is not None and n is not None and n != s.rank:
         raise ValueError(f"Dimension must be {s.rank} but is {n}")
     r = s.rank if s.rank is not None else n
@@ -364,7 +364,7 @@ def _transpose_shape(op):
         raise ValueError(f"perm {perm} is not a permutation of [0, {r})")
     if s.rank is None:
         return [_ts.TensorShape([None] * r)]
-    return [_ts.TensorShape([s.dims[p] for p in norm])]
+    return [_ts.TensorShape([s.dim_values[p] for p in norm])]
 
 
 register_op("Transpose", inputs=["x: T", "perm: Tperm"], outputs=["y: T"],
@@ -428,9 +428,9 @@ def _broadcast_to_shape(op):
     if s.rank > target.rank:
         raise ValueError(f"Rank of input ({s.rank}) must be no greater than rank of output shape "
                          f"({target.rank}).")
-    dims = list(target.dims)
+    dims = list(target.dim_values)
     off = target.rank - s.rank
-    for i, d in enumerate(s.dims):
+    for i, d in enumerate(s.dim_values):
         t = dims[off + i]
         if d is None or d == 1:
             continue

@@ -45,7 +45,7 @@ def _slice_shape(op):
         return [_ts.TensorShape(None)]
     begin = begin or [None] * r
     size = size or [None] * r
-    dims = s.dims if s.rank is not None else [None] * r
+    dims = s.dim_values if s.rank is not None else [None] * r
     out = []
     for i, (d, b, z) in enumerate(zip(dims, begin, size)):
         if b is not None and b < 0:
@@ -92,7 +92,7 @@ def _strided_slice_shape(op):
         return [_ts.TensorShape(None)]
     b, e, st = (v if v is not None else [None] * n for v in (b, e, st))
     try:
-        _, out = strided_slice_plan(list(s.dims), b, e, st, *(op.get_attr(m) for m in _MASKS))
+        _, out = strided_slice_plan(list(s.dim_values), b, e, st, *(op.get_attr(m) for m in _MASKS))
     except SliceSpecError as err:
         raise ValueError(str(err)) from None
     return [_ts.TensorShape(out)]

@@ -44,10 +44,10 @@ def _true_classes_shape(op):
         raise ValueError(f"{op.type} {op.name}: true_classes must be a matrix "
                          f"[batch_size, num_true], got shape {shape}")
     shape = shape.with_rank(2)
-    if shape.dims[1] is not None and shape.dims[1] != num_true:
+    if shape.dim_values[1] is not None and shape.dim_values[1] != num_true:
         raise ValueError(f"{op.type} {op.name}: true_classes must have num_true={num_true} "
                          f"columns, got shape {shape}")
-    return _ts.TensorShape([shape.dims[0], num_true])
+    return _ts.TensorShape([shape.dim_values[0], num_true])
 
 
 def _sampler_shape(op):

@@ -285,7 +285,7 @@ class QueueBase:
             batch_dim = _ts.Dimension(None)
             for val, shape in zip(vals, self._shapes):
                 vshape = val.shape.with_rank_at_least(1)
-                batch_dim = batch_dim.merge_with(vshape.dims[0]) if vshape.rank is not None \
+                batch_dim = batch_dim.merge_with(vshape.dim_values[0]) if vshape.rank is not None \
                     else batch_dim
                 if vshape.rank is not None and not vshape[1:].is_compatible_with(shape):
                     raise ValueError(f"Shape {val.shape} of component {val.name} is incompatible "

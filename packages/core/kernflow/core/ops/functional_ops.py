@@ -62,7 +62,7 @@ def _static_length(elems_flat):
     """
     n = None
     for e in elems_flat:
-        d = e.shape[0]
+        d = _ts.dimension_value(e.shape[0])
         if d is None:
             continue
         if n is not None and d != n:

@@ -48,9 +48,9 @@ def _fused_reduction_shape(op):
     full = _broadcast_inputs(op)
     axes = op.get_attr("axis")
     keep = op.get_attr("keep_dims")
-    if full.dims is None:
+    if full.dim_values is None:
         return [_ts.TensorShape(None)]
-    rank = len(full.dims)
+    rank = len(full.dim_values)
     drop = {a % rank for a in axes} if rank else set()
     dims = [(1 if keep else None) if i in drop else d for i, d in enumerate(full.as_list())]
     return [_ts.TensorShape([d for i, d in enumerate(dims) if keep or i not in drop])]

@@ -75,7 +75,7 @@ def _slice_shape(parsed):
 
 def _vector_of(shape: _ts.TensorShape, what: str, n: int | None):
     s = shape.with_rank(1) if shape.rank is not None else shape
-    if n is not None and s.rank == 1 and s.dims[0] is not None and s.dims[0] != n:
+    if n is not None and s.rank == 1 and s.dim_values[0] is not None and s.dim_values[0] != n:
         raise ValueError(f"{what} must have {n} elements (one per tensor), got shape {s}")
 
 

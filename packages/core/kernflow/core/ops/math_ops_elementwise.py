@@ -62,8 +62,8 @@ def _select_shape(op):
     if c.rank == out.rank:
         return [out.merge_with(c)]
     if c.rank == 1 and out.rank > 1:
-        first = _ts.Dimension(out[0]).merge_with(c[0]).value
-        return [_ts.TensorShape([first] + list(out.dims[1:]))]
+        first = out[0].merge_with(c[0]).value
+        return [_ts.TensorShape([first] + list(out.dim_values[1:]))]
     allowed = "0" if out.rank == 0 else ("0 or 1" if out.rank == 1 else f"0, 1 or {out.rank}")
     raise ValueError(f"Shape must be rank {allowed} but is rank {c.rank}: 'condition' must be a "
                      f"scalar, a vector matching the first dimension of 'x', or x's shape")

@@ -27,8 +27,8 @@ def _matmul_shape(op):
     for s in (a, b):
         if s.rank is not None and s.rank != 2:
             raise ValueError(f"Shape must be rank 2 but is rank {s.rank}")
-    a = a.dims if a.rank is not None else (None, None)
-    b = b.dims if b.rank is not None else (None, None)
+    a = a.dim_values if a.rank is not None else (None, None)
+    b = b.dim_values if b.rank is not None else (None, None)
     m, k1 = (a[1], a[0]) if op.get_attr("transpose_a") else a
     k2, n = (b[1], b[0]) if op.get_attr("transpose_b") else b
     _check_inner(k1, k2)
@@ -45,8 +45,9 @@ def _batch_matmul_shape(op):
         batch = _ts.broadcast_shape(a[:-2], b[:-2])
     else:
         batch = _ts.TensorShape(None)
-    m, k1 = (None, None) if a.rank is None else ((a[-1], a[-2]) if adj_x else (a[-2], a[-1]))
-    k2, n = (None, None) if b.rank is None else ((b[-1], b[-2]) if adj_y else (b[-2], b[-1]))
+    a, b = a.dim_values, b.dim_values
+    m, k1 = (None, None) if a is None else ((a[-1], a[-2]) if adj_x else (a[-2], a[-1]))
+    k2, n = (None, None) if b is None else ((b[-1], b[-2]) if adj_y else (b[-2], b[-1]))
     _check_inner(k1, k2)
     return [batch.concatenate([m, n])]
 

@@ -46,8 +46,8 @@ def _reduction_shape(op):
             raise ValueError(f"Invalid reduction dimension {a} for input with {rank} dimensions")
         dims.add(a % rank)
     if keep:
-        return [_ts.TensorShape([1 if i in dims else d for i, d in enumerate(x.dims)])]
-    return [_ts.TensorShape([d for i, d in enumerate(x.dims) if i not in dims])]
+        return [_ts.TensorShape([1 if i in dims else d for i, d in enumerate(x.dim_values)])]
+    return [_ts.TensorShape([d for i, d in enumerate(x.dim_values) if i not in dims])]
 
 
 def _arg_shape(op):
@@ -62,7 +62,7 @@ def _arg_shape(op):
     if not -x.rank <= ax < x.rank:
         raise ValueError(f"Expected dimension in the range [{-x.rank}, {x.rank}), but got {ax}")
     ax %= x.rank
-    return [_ts.TensorShape(x.dims[:ax] + x.dims[ax + 1:])]
+    return [_ts.TensorShape(x.dim_values[:ax] + x.dim_values[ax + 1:])]
 
 
 def _scan_shape(op):

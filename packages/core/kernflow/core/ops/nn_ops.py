@@ -259,9 +259,9 @@ def _bias_add_shape(op):
         return [v]
     if v.rank < 2:
         raise ValueError(f"Shape must be at least rank 2 but is rank {v.rank}")
-    dims = list(v.dims)
+    dims = list(v.dim_values)
     c = 1 if op.get_attr("data_format") == "NCHW" else -1
-    bd = b.dims[0]
+    bd = b.dim_values[0]
     if dims[c] is not None and bd is not None and dims[c] != bd:
         raise ValueError(f"Dimensions must be equal, but are {dims[c]} and {bd}")
     dims[c] = dims[c] if dims[c] is not None else bd
@@ -274,7 +274,7 @@ def _bias_add_grad_shape(op):
         return [[None]]
     if s.rank < 2:
         raise ValueError(f"Shape must be at least rank 2 but is rank {s.rank}")
-    return [[s.dims[1] if op.get_attr("data_format") == "NCHW" else s.dims[-1]]]
+    return [[s.dim_values[1] if op.get_attr("data_format") == "NCHW" else s.dim_values[-1]]]
 
 
 register_op("BiasAdd", inputs=["value: T", "bias: T"], outputs=["output: T"],
@@ -350,7 +350,7 @@ def _xent_shape(op):
     except ValueError:
         raise ValueError(f"logits and labels must be broadcastable: logits_size={f} "
                          f"labels_size={lab}") from None
-    return [s.dims[:1], s]
+    return [s.dim_values[:1], s]
 
 
 def _sparse_xent_shape(op):
@@ -359,11 +359,11 @@ def _sparse_xent_shape(op):
     lab = op.inputs[1].shape
     lab = _ts.unknown_shape(1) if lab.rank is None else lab.with_rank(1)
     try:
-        batch = _ts.TensorShape(f.dims[:1]).merge_with(lab)
+        batch = _ts.TensorShape(f.dim_values[:1]).merge_with(lab)
     except ValueError:
         raise ValueError(f"logits and labels must have the same first dimension, got logits shape "
                          f"{f} and labels shape {lab}") from None
-    return [batch, batch.concatenate(f.dims[1:])]
+    return [batch, batch.concatenate(f.dim_values[1:])]
 
 
 register_op("SoftmaxCrossEntropyWithLogits", inputs=["features: T", "labels: T"],
@@ -401,8 +401,8 @@ def _outer_shape(x, rank):
     """The shape of `x` without its last dimension, as a list (static) or a 1-D Tensor."""
     from kernflow.core.ops import array_ops, math_ops
     s = x.shape
-    if s.rank is not None and all(d is not None for d in s.dims[:-1]):
-        return list(s.dims[:-1])
+    if s.rank is not None and all(d is not None for d in s.dim_values[:-1]):
+        return list(s.dim_values[:-1])
     full = array_ops.shape(x)
     if rank is not None:
         return array_ops.slice(full, [0], [rank - 1])
@@ -455,7 +455,7 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, d
             cost, _ = _xent_op(flat_logits, flat_labels, name=name)
             cost = array_ops.reshape(cost, outer)
         if rank is not None:
-            out = list(shape.dims)
+            out = list(shape.dim_values)
             del out[axis % rank]
             cost.set_shape(out)
         return cost
@@ -465,8 +465,8 @@ def _last_dim(x):
     """The static size of the last dimension of `x`, or a scalar Tensor."""
     from kernflow.core.ops import array_ops
     s = x.shape
-    if s.rank is not None and s.dims[-1] is not None:
-        return s.dims[-1]
+    if s.rank is not None and s.dim_values[-1] is not None:
+        return s.dim_values[-1]
     return array_ops.shape(x)[-1]
 
 
@@ -528,7 +528,7 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
             raise ValueError(f"Rank mismatch: Rank of labels (received {ls.rank}) should equal "
                              f"rank of logits minus 1 (received {gs.rank}).")
         if ls.rank is not None and gs.rank is not None and \
-                not ls.is_compatible_with(_ts.TensorShape(gs.dims[:-1])):
+                not ls.is_compatible_with(_ts.TensorShape(gs.dim_values[:-1])):
             raise ValueError(f"Shape mismatch: The shape of labels (received {ls}) should equal "
                              f"the shape of logits except for the last dimension (received {gs}).")
         if gs.rank == 2:
@@ -540,8 +540,8 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
         cost, _ = _sparse_xent_op(flat_logits, flat_labels, name=name)
         cost = array_ops.reshape(cost, labels_shape)
         if gs.rank is not None:
-            cost.set_shape(ls.merge_with(_ts.TensorShape(gs.dims[:-1])) if ls.rank is not None
-                           else gs.dims[:-1])
+            cost.set_shape(ls.merge_with(_ts.TensorShape(gs.dim_values[:-1])) if ls.rank is not None
+                           else gs.dim_values[:-1])
         return cost
 
 
@@ -558,10 +558,10 @@ def _top_k_shape(op):
         return [None, None]
     if s.rank < 1:
         raise ValueError("Shape must be at least rank 1 but is rank 0")
-    last = s.dims[-1]
+    last = s.dim_values[-1]
     if k is not None and last is not None and last < k:
         raise ValueError(f"input must have last dimension >= k = {k} but is {last}")
-    out = list(s.dims[:-1]) + [k]
+    out = list(s.dim_values[:-1]) + [k]
     return [out, out]
 
 
@@ -572,7 +572,7 @@ def _in_top_k_shape(op):
     if op.inputs[2].shape.rank is not None:
         op.inputs[2].shape.with_rank(0)
     try:
-        return [_ts.TensorShape(p.dims[:1]).merge_with(t)]
+        return [_ts.TensorShape(p.dim_values[:1]).merge_with(t)]
     except ValueError:
         raise ValueError(f"predictions and targets must have the same batch size, got "
                          f"{p} and {t}") from None

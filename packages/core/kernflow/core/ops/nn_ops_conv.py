@@ -129,8 +129,8 @@ def _conv_out_nhwc(op, x_nhwc, filt):
 
 def _conv2d_shape(op):
     fmt = op.get_attr("data_format")
-    x = _to_nhwc(_rank4(op.inputs[0].shape).dims, fmt)
-    out, fmt = _conv_out_nhwc(op, x, _rank4(op.inputs[1].shape).dims)
+    x = _to_nhwc(_rank4(op.inputs[0].shape).dim_values, fmt)
+    out, fmt = _conv_out_nhwc(op, x, _rank4(op.inputs[1].shape).dim_values)
     return [_from_nhwc(out, fmt)]
 
 
@@ -321,13 +321,13 @@ def conv2d_transpose(value=None, filter=None, output_shape=None, strides=None,  
                 raise ValueError(f"output_shape must have shape (4,), got ({len(output_shape)},)")
         output_shape = _ops.convert_to_tensor(output_shape, name="output_shape")
         ch = 1 if (data_format or "NHWC").startswith("NC") else 3
-        vc = value.shape.dims[ch] if value.shape.rank == 4 else None
-        fo = filter.shape.dims[3] if filter.shape.rank == 4 else None
+        vc = value.shape.dim_values[ch] if value.shape.rank == 4 else None
+        fo = filter.shape.dim_values[3] if filter.shape.rank == 4 else None
         if vc is not None and fo is not None and vc != fo:
             raise ValueError(f"input channels does not match filter's input channels, {vc} != "
                              f"{fo}")
         static = tensor_util.constant_value(output_shape)
-        fi = filter.shape.dims[2] if filter.shape.rank == 4 else None
+        fi = filter.shape.dim_values[2] if filter.shape.rank == 4 else None
         if static is not None and fi is not None and int(static[ch]) != fi:
             raise ValueError(f"output_shape does not match filter's output channels, "
                              f"{int(static[ch])} != {fi}")
@@ -392,12 +392,12 @@ def _pool_out(op, dims):
 
 
 def _pool_shape(op):
-    return [_pool_out(op, _rank4(op.inputs[0].shape).dims)]
+    return [_pool_out(op, _rank4(op.inputs[0].shape).dim_values)]
 
 
 def _max_pool_grad_shape(op):
     s = _rank4(op.inputs[0].shape)
-    _pool_out(op, s.dims)
+    _pool_out(op, s.dim_values)
     for t in op.inputs[1:]:
         _rank4(t.shape)
     return [s]
@@ -409,7 +409,7 @@ def _max_pool_grad_grad_shape(op):
     except ValueError:
         raise ValueError(f"grad must have the shape of orig_input, got {op.inputs[2].shape} and "
                          f"{op.inputs[0].shape}") from None
-    out = _ts.TensorShape(_pool_out(op, x.dims))
+    out = _ts.TensorShape(_pool_out(op, x.dim_values))
     try:
         return [out.merge_with(_rank4(op.inputs[1].shape))]
     except ValueError:
@@ -419,7 +419,7 @@ def _max_pool_grad_grad_shape(op):
 
 def _avg_pool_grad_shape(op):
     s = _sizes_shape(op, 0)
-    _pool_out(op, s.dims)
+    _pool_out(op, s.dim_values)
     _rank4(op.inputs[1].shape)
     return [s]
 

@@ -107,7 +107,7 @@ def _noise_shape(x, noise_shape):
     dims = list(noise_shape)
     xs = x.shape
     if xs.rank is not None and len(dims) == xs.rank:
-        dims = [xd if nd is None and xd is not None else nd for nd, xd in zip(dims, xs.dims)]
+        dims = [xd if nd is None and xd is not None else nd for nd, xd in zip(dims, xs.dim_values)]
     if any(d is None for d in dims):
         return _array().shape(x)
     return dims

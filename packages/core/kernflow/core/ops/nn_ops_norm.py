@@ -19,7 +19,7 @@ _ATTRS = ["T: {half, float}", "U: {float}", "epsilon: float = 0.0001",
 def _channels(op, x):
     if x.rank is None:
         return None
-    return x.dims[1] if op.get_attr("data_format") == "NCHW" else x.dims[3]
+    return x.dim_values[1] if op.get_attr("data_format") == "NCHW" else x.dim_values[3]
 
 
 def _vector_merge(op, dims, names):
@@ -29,12 +29,12 @@ def _vector_merge(op, dims, names):
         if s.rank is None:
             continue
         s = s.with_rank(1)
-        if s.dims[0] == 0:
+        if s.dim_values[0] == 0:
             continue  # empty mean/variance are allowed in training mode
         try:
             c = c.merge_with(s)
         except ValueError:
-            raise ValueError(f"{n} must have the size of the channel dimension ({c.dims[0]}), "
+            raise ValueError(f"{n} must have the size of the channel dimension ({c.dim_values[0]}), "
                              f"got shape {s}") from None
     return c
 
@@ -44,9 +44,9 @@ def _fused_bn_shape(op):
     x = _ts.unknown_shape(4) if x.rank is None else x.with_rank(4)
     c = _vector_merge(op, _channels(op, x), [(1, "scale"), (2, "offset"), (3, "mean"),
                                              (4, "variance")])
-    dims = list(x.dims)
+    dims = list(x.dim_values)
     ch = 1 if op.get_attr("data_format") == "NCHW" else 3
-    dims[ch] = c.dims[0]
+    dims[ch] = c.dim_values[0]
     return [dims, c, c, c, c, _ts.TensorShape(None)]
 
 

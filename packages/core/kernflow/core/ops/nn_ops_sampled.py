@@ -268,7 +268,7 @@ def _check_sampled_shapes(labels, inputs, num_true):
     ls, xs = labels.shape, inputs.shape
     if ls.rank is not None and ls.rank != 2:
         raise ValueError(f"labels must be a [batch_size, num_true] matrix, got shape {ls}")
-    if ls.rank == 2 and ls.dims[1] is not None and ls.dims[1] != num_true:
+    if ls.rank == 2 and ls.dim_values[1] is not None and ls.dim_values[1] != num_true:
         raise ValueError(f"labels has shape {ls} but num_true is {num_true}")
     if xs.rank is not None and xs.rank != 2:
         raise ValueError(f"inputs must be a [batch_size, dim] matrix, got shape {xs}")

@@ -52,7 +52,7 @@ def _multinomial_shape(op):
     logits = op.inputs[0].shape.with_rank(2)
     _scalar_input(op, 1, "num_samples")
     n = tensor_util.constant_value(op.inputs[1])
-    return [_ts.TensorShape([logits.dims[0], None if n is None else int(n)])]
+    return [_ts.TensorShape([logits.dim_values[0], None if n is None else int(n)])]
 
 
 # ---------------------------------------------------------------------------- op definitions

@@ -28,7 +28,7 @@ def _sorted_shape(op):
     data = data.with_rank_at_least(1)
     if data.rank is None:
         return [_ts.TensorShape(None)]
-    n_ids, n_rows = ids.dims[0], data.dims[0]
+    n_ids, n_rows = ids.dim_values[0], data.dim_values[0]
     if n_ids is not None and n_rows is not None and n_ids != n_rows:
         raise ValueError(f"segment_ids should be the same size as dimension 0 of data: "
                          f"{n_ids} vs. {n_rows}")
@@ -37,7 +37,7 @@ def _sorted_shape(op):
     # Invalid constant ids leave the dim unknown: the kernel reports them when the op runs.
     if v is not None and v.ndim == 1 and not (v.size and (v[0] < 0 or (v[1:] < v[:-1]).any())):
         num = int(v[-1]) + 1 if v.size else 0
-    return [_ts.TensorShape([num] + list(data.dims[1:]))]
+    return [_ts.TensorShape([num] + list(data.dim_values[1:]))]
 
 
 def _unsorted_shape(op):
@@ -51,9 +51,9 @@ def _unsorted_shape(op):
         raise ValueError(f"num_segments must be non-negative, got {num}")
     if data.rank is None or ids.rank is None:
         return [_ts.TensorShape(None)]
-    if ids.rank > data.rank or not _ts.TensorShape(data.dims[:ids.rank]).is_compatible_with(ids):
+    if ids.rank > data.rank or not _ts.TensorShape(data.dim_values[:ids.rank]).is_compatible_with(ids):
         raise ValueError(f"segment_ids.shape = {ids} is not a prefix of data.shape = {data}")
-    return [_ts.TensorShape([num] + list(data.dims[ids.rank:]))]
+    return [_ts.TensorShape([num] + list(data.dim_values[ids.rank:]))]
 
 
 _SORTED_DOCS = {

@@ -38,25 +38,26 @@ _S = _ts.TensorShape
 
 def _rank_of(shape_t):
     """The dense rank given by a 1-D shape tensor (None if unknown)."""
-    d = shape_t.shape.with_rank(1).dims[0]
+    d = shape_t.shape.with_rank(1).dim_values[0]
     return d
 
 
 def _nnz(indices_t):
-    return indices_t.shape.with_rank(2).dims[0]
+    return indices_t.shape.with_rank(2).dim_values[0]
 
 
 def _sparse_in_shapes(op, i=0):
     """Checks inputs i..i+2 as (indices [N, R], values [N], shape [R]); returns (N, R)."""
     ind, val, shp = (op.inputs[i + k].shape for k in range(3))
     ind, val = ind.with_rank(2), val.with_rank(1)
-    r = shp.with_rank(1).dims[0]
-    n = ind.dims[0] if ind.dims[0] is not None else val.dims[0]
-    if ind.dims[0] is not None and val.dims[0] is not None and ind.dims[0] != val.dims[0]:
-        raise ValueError(f"{op.type}: indices has {ind.dims[0]} rows but values has {val.dims[0]}")
-    if ind.dims[1] is not None and r is not None and ind.dims[1] != r:
-        raise ValueError(f"{op.type}: indices has {ind.dims[1]} columns but the shape has rank {r}")
-    return n, (r if r is not None else ind.dims[1])
+    r = shp.with_rank(1).dim_values[0]
+    (n_ind, cols), (n_val,) = ind.dim_values, val.dim_values
+    n = n_ind if n_ind is not None else n_val
+    if n_ind is not None and n_val is not None and n_ind != n_val:
+        raise ValueError(f"{op.type}: indices has {n_ind} rows but values has {n_val}")
+    if cols is not None and r is not None and cols != r:
+        raise ValueError(f"{op.type}: indices has {cols} columns but the shape has rank {r}")
+    return n, (r if r is not None else cols)
 
 
 def _to_dense_shape(op):
@@ -69,7 +70,7 @@ def _reorder_shape(op):
 
 
 def _reshape_shape(op):
-    n = op.inputs[0].shape.with_rank(2).dims[0]
+    n = op.inputs[0].shape.with_rank(2).dim_values[0]
     r = _rank_of(op.inputs[2])
     return [_S([n, r]), _S([r])]
 
@@ -87,8 +88,8 @@ def _sparse_add_shape(op):
 
 
 def _add_grad_shape(op):
-    return [_S([op.inputs[1].shape.with_rank(2).dims[0]]),
-            _S([op.inputs[2].shape.with_rank(2).dims[0]])]
+    return [_S([op.inputs[1].shape.with_rank(2).dim_values[0]]),
+            _S([op.inputs[2].shape.with_rank(2).dim_values[0]])]
 
 
 def _dense_add_shape(op):
@@ -99,14 +100,14 @@ def _matmul_shape(op):
     a = tensor_util.constant_value_as_shape(op.inputs[2]).with_rank(2)
     b = op.inputs[3].shape.with_rank(2)
     if op.get_attr("adjoint_a"):
-        a = _S(list(reversed(a.dims)))
+        a = _S(list(reversed(a.dim_values)))
     if op.get_attr("adjoint_b"):
-        b = _S(list(reversed(b.dims)))
-    if a.dims[1] is not None and b.dims[0] is not None and a.dims[1] != b.dims[0]:
+        b = _S(list(reversed(b.dim_values)))
+    if a.dim_values[1] is not None and b.dim_values[0] is not None and a.dim_values[1] != b.dim_values[0]:
         raise ValueError(f"Cannot multiply A and B because inner dimension does not match: "
-                         f"{a.dims[1]} vs. {b.dims[0]}.  Did you forget a transpose?  Dimensions "
-                         f"of A: [{a.dims[0]}, {a.dims[1]}).  Dimensions of B: {b}")
-    return [_S([a.dims[0], b.dims[1]])]
+                         f"{a.dim_values[1]} vs. {b.dim_values[0]}.  Did you forget a transpose?  Dimensions "
+                         f"of A: [{a.dim_values[0]}, {a.dim_values[1]}).  Dimensions of B: {b}")
+    return [_S([a.dim_values[0], b.dim_values[1]])]
 
 
 def _reduce_sum_shape(op):
@@ -118,8 +119,8 @@ def _reduce_sum_shape(op):
     r = dense.rank
     axes = {int(a) % r for a in axes.reshape(-1)} if r else set()
     if op.get_attr("keep_dims"):
-        return [_S([1 if i in axes else d for i, d in enumerate(dense.dims)])]
-    return [_S([d for i, d in enumerate(dense.dims) if i not in axes])]
+        return [_S([1 if i in axes else d for i, d in enumerate(dense.dim_values)])]
+    return [_S([d for i, d in enumerate(dense.dim_values) if i not in axes])]
 
 
 def _slice_shape(op):
@@ -128,7 +129,7 @@ def _slice_shape(op):
 
 
 def _slice_grad_shape(op):
-    return [_S([op.inputs[1].shape.with_rank(2).dims[0]])]
+    return [_S([op.inputs[1].shape.with_rank(2).dim_values[0]])]
 
 
 def _segment_shape(op):
@@ -141,7 +142,7 @@ def _segment_shape(op):
         num = None if v is None else int(v)
     if data.rank is None:
         return [_S(None)]
-    return [_S([num] + list(data.dims[1:]))]
+    return [_S([num] + list(data.dim_values[1:]))]
 
 
 def _segment_grad_shape(op):
@@ -149,7 +150,7 @@ def _segment_grad_shape(op):
     v = tensor_util.constant_value(op.inputs[3])
     if g.rank is None:
         return [_S(None)]
-    return [_S([None if v is None else int(v)] + list(g.dims[1:]))]
+    return [_S([None if v is None else int(v)] + list(g.dim_values[1:]))]
 
 
 _SP = ["indices: int64", "values: T", "dense_shape: int64"]
@@ -343,8 +344,8 @@ def sparse_retain(sp_input, to_retain):
     from kernflow.core.ops import array_ops, math_ops
     sp = _sp(sp_input)
     to_retain = _ops.convert_to_tensor(to_retain)
-    n_keep = to_retain.shape.with_rank(1).dims[0]
-    n = sp.values.shape.with_rank(1).dims[0]
+    n_keep = to_retain.shape.with_rank(1).dim_values[0]
+    n = sp.values.shape.with_rank(1).dim_values[0]
     if n_keep is not None and n is not None and n_keep != n:
         raise ValueError(f"Shapes ({n},) and ({n_keep},) are not compatible: to_retain must have "
                          f"one entry per value of sp_input")

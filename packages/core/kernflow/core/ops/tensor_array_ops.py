@@ -385,7 +385,7 @@ class TensorArray:
         with _ops.name_scope(name, "TensorArrayUnstack", [self._handle, value]):
             from kernflow.core.ops import array_ops
             value = self._convert_value(value)
-            n = value.shape[0] if value.shape.rank else None
+            n = value.shape.dim_values[0] if value.shape.rank else None
             num = n if n is not None else array_ops.shape(value)[0]
             return self.scatter(array_ops.range(0, num), value)
 

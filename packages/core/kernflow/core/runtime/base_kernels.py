@@ -16,7 +16,7 @@ __all__ = ["register"]
 def _placeholder(ctx):
     dt, shape, name = ctx.get_attr("dtype"), ctx.get_attr("shape"), ctx.name
     dims = "unknown" if shape.rank is None else \
-        "[" + ",".join("?" if d is None else str(d) for d in shape.dims) + "]"
+        "[" + ",".join("?" if d is None else str(d) for d in shape.dim_values) + "]"
 
     def compute():
         raise errors.InvalidArgumentError(None, None, f"You must feed a value for placeholder tensor "

@@ -15,6 +15,10 @@ from kernflow.core.runtime.executor import node_attrs, parse_input
 
 __all__ = ["prune", "output_dtypes_of"]
 
+# As TF's subgraph::FeedInputs: a control input on a fed placeholder is satisfied by the feed,
+# so it is rewired to the feed's `_Arg` instead of pulling in the placeholder op.
+_PLACEHOLDER_OPS = frozenset({"Placeholder", "PlaceholderV2"})
+
 
 def _canon(tensor_name: str) -> tuple[str, int]:
     name, idx, ctrl = parse_input(tensor_name)
@@ -39,6 +43,8 @@ def prune(graph_def, feeds, fetches, targets, client_device: str = ""):
         targets: op names to run for their side effects.
         client_device: device for the `_Arg`/`_Retval` nodes.
 
+    A control input on a fed placeholder is rewired to its `_Arg` (TF's FeedInputs does the same).
+
     Raises:
         NotFoundError: if a feed, fetch or target names nothing in the graph.
     """
@@ -49,6 +55,7 @@ def prune(graph_def, feeds, fetches, targets, client_device: str = ""):
     out = graph_pb2.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     fed: dict[tuple[str, int], str] = {}
+    fed_ctrl: dict[str, str] = {}  # fed placeholder -> its _Arg, for control inputs
     for i, f in enumerate(feeds):
         name, idx = _canon(f)
         nd = nodes.get(name)
@@ -61,11 +68,15 @@ def prune(graph_def, feeds, fetches, targets, client_device: str = ""):
         arg.attr["T"].CopyFrom(attr_value.to_proto(dts[idx].base_dtype, "type"))
         arg.attr["index"].CopyFrom(attr_value.to_proto(i, "int"))
         fed[(name, idx)] = arg.name
+        if nd.op in _PLACEHOLDER_OPS:
+            fed_ctrl.setdefault(name, arg.name)
 
     def rewrite(inp: str) -> str:
         name, idx, ctrl = parse_input(inp)
         if not ctrl and (name, idx) in fed:
             return fed[(name, idx)]
+        if ctrl and name in fed_ctrl:
+            return "^" + fed_ctrl[name]
         return inp
 
     roots = []

@@ -27,7 +27,7 @@ def _shape_str(shape) -> str:
     if isinstance(shape, _ts.TensorShape):
         if shape.rank is None:
             return "<unknown>"
-        return "[" + ",".join("?" if d is None else str(d) for d in shape.dims) + "]"
+        return "[" + ",".join("?" if d is None else str(d) for d in shape.dim_values) + "]"
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
