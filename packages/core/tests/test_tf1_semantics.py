@@ -123,3 +123,17 @@ def test_unknown_dimension_does_not_convert_to_a_tensor():
             kf.constant([x.shape[0], 4])
         with pytest.raises(ValueError, match="not fully defined"):
             kf.zeros([x.shape[0], 4])
+
+
+def test_a_variable_made_inside_a_while_loop_lives_in_the_root_frame():
+    # TF1's init_scope (used for every variable) leaves the loop being built: the variable and
+    # its initializer are ordinary root-frame ops, initialized with the rest.
+    import kernflow.core as kf
+    with kf.Graph().as_default():
+        r = kf.while_loop(lambda i: i < 3,
+                          lambda i: i + kf.get_variable("v", [], initializer=kf.ones_initializer()) + 1,
+                          [kf.constant(0.)])
+        kf.Variable(1.0, name="w")
+        with kf.Session() as sess:
+            sess.run(kf.global_variables_initializer())
+            assert sess.run(r) == 4.0      # 0 -> 2 -> 4

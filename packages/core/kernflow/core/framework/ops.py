@@ -762,9 +762,19 @@ def control_dependencies(control_inputs):
     return get_default_graph().control_dependencies(control_inputs)
 
 
+@contextlib.contextmanager
 def init_scope():
-    """A scope for creating state (optimizer slots, global step): no outer control dependencies."""
-    return get_default_graph().control_dependencies(None)
+    """A scope for creating state (variables, optimizer slots, global step, queues): no outer
+    control dependencies and, as TF1's, outside any cond or while loop being built, so state made
+    inside a loop body (a `get_variable` in an RNN cell) lives in the root frame."""
+    g = get_default_graph()
+    saved = g._get_control_flow_context()
+    g._set_control_flow_context(None)
+    try:
+        with g.control_dependencies(None):
+            yield
+    finally:
+        g._set_control_flow_context(saved)
 
 
 def device(device_name_or_function):

@@ -153,19 +153,13 @@ class RNNCell:
         """Creates (or, under reuse, finds) a variable in the cell's scope.
 
         The variable and its initializer are built outside any while loop or cond being built
-        (TF1's ``init_scope`` clears the control-flow context; kernflow's does not yet), so a
-        cell first called inside `dynamic_rnn`'s loop owns ordinary root-frame variables.
+        (`init_scope` clears the control-flow context, as TF1's), so a cell first called inside
+        `dynamic_rnn`'s loop owns ordinary root-frame variables.
         """
-        graph = _ops.get_default_graph()
-        context = graph._get_control_flow_context()
-        graph._set_control_flow_context(None)
-        try:
-            with _ops.init_scope():
-                var = vs.get_variable(name, shape=shape, dtype=dtype or self._dtype,
-                                      initializer=initializer,
-                                      trainable=self._trainable if trainable is None else trainable)
-        finally:
-            graph._set_control_flow_context(context)
+        with _ops.init_scope():
+            var = vs.get_variable(name, shape=shape, dtype=dtype or self._dtype,
+                                  initializer=initializer,
+                                  trainable=self._trainable if trainable is None else trainable)
         self._variables.append(var)
         return var
 
