@@ -48,6 +48,8 @@ from kernflow.core import test  # noqa: E402
 from kernflow.core import layers  # noqa: E402
 from kernflow.core import losses  # noqa: E402
 from kernflow.core import metrics  # noqa: E402
+from kernflow.core import math  # noqa: E402
+from kernflow.core import linalg  # noqa: E402
 from kernflow.core import app  # noqa: E402
 from kernflow.core import tf_logging as logging  # noqa: E402
 

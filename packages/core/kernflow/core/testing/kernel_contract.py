@@ -29,6 +29,8 @@ from kernflow.core.ops.array_ops_extra import UNIQUE_OPS
 from kernflow.core.ops.candidate_sampling_ops import CANDIDATE_SAMPLING_OPS
 from kernflow.core.ops.data_flow_ops import QUEUE_OPS
 from kernflow.core.ops.sparse_ops import SPARSE_OPS
+from kernflow.core.ops.linalg_ops import LINALG_OPS
+from kernflow.core.ops.math_ops_special import SPECIAL_MATH_OPS
 
 __all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases",
            "HOST_ONLY_OPS", "HOST_RESOURCE_OPS"]
@@ -88,9 +90,11 @@ def all_cases() -> list[OpCase]:
 
 # Ops of queues and conditional accumulators: host tensors only, with no GPU kernel by design (as
 # in TF); placement keeps them on the CPU. The sparse ops, Unique and the candidate samplers
-# (stateful numpy generators) have no GPU kernel yet: host only too.
+# (stateful numpy generators), the special math ops and the linear algebra ops have no GPU kernel
+# yet: host only too.
 HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SPARSE_OPS) | \
-    frozenset(UNIQUE_OPS) | frozenset(CANDIDATE_SAMPLING_OPS)
+    frozenset(UNIQUE_OPS) | frozenset(CANDIDATE_SAMPLING_OPS) | frozenset(SPECIAL_MATH_OPS) | \
+    frozenset(LINALG_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, stacks, TensorArrays): exercised by
 # their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,

@@ -4,7 +4,8 @@ from kernflow.core.plugins import hookimpl
 
 # Op families with numpy kernels; each module has register(registry).
 FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "training", "io", "fusion",
-            "queues", "accumulators", "tensor_array", "sparse", "candidate_sampling")
+            "queues", "accumulators", "tensor_array", "sparse", "candidate_sampling", "special",
+            "linalg")
 
 
 @hookimpl

@@ -1,0 +1,30 @@
+"""`kf.linalg`: TF1's `tf.linalg` namespace (kernflow.core.ops.linalg_ops and friends).
+
+Not available: the LinearOperator classes, lu / lu_solve / lu_matrix_inverse / lu_reconstruct,
+expm, logm, sqrtm, einsum, tensordot, tensor_diag / tensor_diag_part, eigh_tridiagonal,
+tridiagonal_matmul / tridiagonal_solve and the `experimental` submodule.
+"""
+
+from kernflow.core.ops.array_ops_shape import matrix_transpose, transpose
+from kernflow.core.ops.clip_ops import global_norm
+from kernflow.core.ops.linalg_ops import (adjoint, cholesky, cholesky_solve, cross, eye, logdet,
+                                          matrix_rank, matvec, norm, normalize, pinv, qr, svd, trace)
+from kernflow.core.ops.linalg_ops import log_matrix_determinant as slogdet
+from kernflow.core.ops.linalg_ops import matrix_band_part as band_part
+from kernflow.core.ops.linalg_ops import matrix_determinant as det
+from kernflow.core.ops.linalg_ops import matrix_diag as diag
+from kernflow.core.ops.linalg_ops import matrix_diag_part as diag_part
+from kernflow.core.ops.linalg_ops import matrix_inverse as inv
+from kernflow.core.ops.linalg_ops import matrix_set_diag as set_diag
+from kernflow.core.ops.linalg_ops import matrix_solve as solve
+from kernflow.core.ops.linalg_ops import matrix_solve_ls as lstsq
+from kernflow.core.ops.linalg_ops import matrix_triangular_solve as triangular_solve
+from kernflow.core.ops.linalg_ops import self_adjoint_eig as eigh
+from kernflow.core.ops.linalg_ops import self_adjoint_eigvals as eigvalsh
+from kernflow.core.ops.math_ops_matmul import matmul
+from kernflow.core.ops.nn_ops_impl import l2_normalize
+
+__all__ = ["adjoint", "band_part", "cholesky", "cholesky_solve", "cross", "det", "diag", "diag_part",
+           "eigh", "eigvalsh", "eye", "global_norm", "inv", "l2_normalize", "logdet", "lstsq", "matmul",
+           "matrix_rank", "matrix_transpose", "matvec", "norm", "normalize", "pinv", "qr", "set_diag",
+           "slogdet", "solve", "svd", "trace", "transpose", "triangular_solve"]
