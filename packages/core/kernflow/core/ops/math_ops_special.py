@@ -9,9 +9,9 @@ yet), gradients in kernflow.core.grads.math_special_grad.
 from __future__ import annotations
 
 from kernflow.core.framework import ops as _ops
-from kernflow.core.framework.op_def_library import apply_op
 from kernflow.core.framework.op_def_registry import register_op
 from kernflow.core.ops import common_shapes
+from kernflow.core.ops.math_ops_elementwise import _out, _unary
 
 __all__ = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2",
            "erf", "erfc", "lgamma", "digamma", "rint", "is_finite", "is_inf", "is_nan",
@@ -67,29 +67,6 @@ SPECIAL_MATH_OPS = tuple(u[0] for u in _UNARY) + ("IsFinite", "IsInf", "IsNan") 
     tuple(b[0] for b in _BINARY)
 
 
-def _out(op_type, inputs, name=None):
-    return apply_op(op_type, inputs, None, name=name).outputs[0]
-
-
-def _unary(op_type, py_name, what):
-    def wrapper(x, name=None):
-        return _out(op_type, [x], name)
-    wrapper.__name__ = wrapper.__qualname__ = py_name
-    wrapper.__doc__ = f"""Returns {what} elementwise (op `{op_type}`).
-
-    Args:
-        x: a Tensor, or a value convertible to one.
-        name: optional op name (default "{op_type}").
-
-    Returns:
-        A Tensor of x's shape.
-
-    Raises:
-        TypeError: if x's dtype is not supported by `{op_type}`.
-    """
-    return wrapper
-
-
 def _binary(op_type, py_name, what, args=("x", "y")):
     a, b = args
 
@@ -115,6 +92,7 @@ def _binary(op_type, py_name, what, args=("x", "y")):
     return wrapper
 
 
+_BOOL = "a bool Tensor of x's shape"
 tan = _unary("Tan", "tan", "tan(x)")
 asin = _unary("Asin", "asin", "arcsin(x)")
 acos = _unary("Acos", "acos", "arccos(x)")
@@ -129,9 +107,9 @@ erfc = _unary("Erfc", "erfc", "the complementary error function 1 - erf(x)")
 lgamma = _unary("Lgamma", "lgamma", "log(|Gamma(x)|)")
 digamma = _unary("Digamma", "digamma", "psi(x), the derivative of lgamma(x)")
 rint = _unary("Rint", "rint", "x rounded to the nearest integer, half to even")
-is_finite = _unary("IsFinite", "is_finite", "whether x is finite (a bool Tensor)")
-is_inf = _unary("IsInf", "is_inf", "whether x is +-inf (a bool Tensor)")
-is_nan = _unary("IsNan", "is_nan", "whether x is NaN (a bool Tensor)")
+is_finite = _unary("IsFinite", "is_finite", "whether x is finite", out=_BOOL)
+is_inf = _unary("IsInf", "is_inf", "whether x is +-inf", out=_BOOL)
+is_nan = _unary("IsNan", "is_nan", "whether x is NaN", out=_BOOL)
 atan2 = _binary("Atan2", "atan2", "arctan(y / x) in the quadrant of (x, y)", ("y", "x"))
 xlogy = _binary("Xlogy", "xlogy", "x * log(y), 0 where x == 0")
 xdivy = _binary("Xdivy", "xdivy", "x / y, 0 where x == 0")
