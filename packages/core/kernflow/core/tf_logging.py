@@ -28,17 +28,15 @@ ERROR = _logging.ERROR
 FATAL = _logging.FATAL
 
 _logger = _logging.getLogger("kernflow")
-_handler = None
 _counts: dict = {}
 _counts_lock = _threading.Lock()
 
 
 def _ensure_handler() -> None:
-    global _handler
-    if _handler is None and not _logger.handlers:
-        _handler = _logging.StreamHandler(_sys.stderr)
-        _handler.setFormatter(_logging.Formatter("%(levelname)s:kernflow:%(message)s"))
-        _logger.addHandler(_handler)
+    if not _logger.handlers:
+        handler = _logging.StreamHandler(_sys.stderr)
+        handler.setFormatter(_logging.Formatter("%(levelname)s:kernflow:%(message)s"))
+        _logger.addHandler(handler)
 
 
 def set_verbosity(v) -> None:
