@@ -7,7 +7,7 @@ FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops",
             "kernflow.core.ops.init_ops", "kernflow.core.ops.variable_scope",
             "kernflow.core.ops.data_flow_ops", "kernflow.core.ops.accumulator_ops",
             "kernflow.core.ops.tensor_array_ops",
-            "kernflow.core.ops.functional_ops", "kernflow.core.ops.sparse_ops",
+            "kernflow.core.ops.functional_ops", "kernflow.core.ops.sparse_ops", "kernflow.core.ops.check_ops",
             "kernflow.core.ops.math_ops_special", "kernflow.core.ops.math_ops_composite",
             "kernflow.core.ops.linalg_ops")
 
