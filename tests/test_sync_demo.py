@@ -70,10 +70,11 @@ def _ps(state_file) -> dict:
 
 
 def _latest_checkpoint_step(ckpt_dir) -> int:
-    if not os.path.isdir(ckpt_dir):
-        return -1
-    found = (re.match(r"model\.ckpt-(\d+)\.index$", f) for f in os.listdir(ckpt_dir))
-    return max((int(m.group(1)) for m in found if m), default=-1)
+    """The step of the checkpoint the directory's state file names (what a restore would use:
+    a checkpoint's files exist a moment before the Saver records it as the latest)."""
+    import kernflow.core as kf
+    latest = kf.train.latest_checkpoint(str(ckpt_dir)) if os.path.isdir(ckpt_dir) else None
+    return int(latest.rsplit("-", 1)[1]) if latest else -1
 
 
 SYNC3 = ("--sync-replicas", "3", "--epochs", "4", "--save-checkpoint-steps", "15")   # 92 global steps
