@@ -32,7 +32,8 @@ def tune_host_allocator() -> bool:
     if _done:
         return True
     _done = True
-    if os.environ.get("KERNFLOW_CPU_ALLOCATOR", "").lower() == "system" or not sys.platform.startswith("linux"):
+    system = os.environ.get("KERNFLOW_CPU_ALLOCATOR", "").lower() == "system"
+    if system or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

@@ -10,6 +10,7 @@ import numpy as np
 
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
+from kernflow.kernels.cpu import intra_op
 from kernflow.kernels.cpu.vectorized import add_reduce
 
 DEVICE = "CPU"
@@ -314,22 +315,22 @@ def _matmul(ctx):
         def compute(a, b):
             if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
                 check(a, b)
-            return np.matmul(a, b)
+            return intra_op.matmul(a, b)
     elif ta and not tb:
         def compute(a, b):
             if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[0]:
                 check(a, b)
-            return np.matmul(a.T, b)
+            return intra_op.matmul(a.T, b)
     elif not ta and tb:
         def compute(a, b):
             if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
                 check(a, b)
-            return np.matmul(a, b.T)
+            return intra_op.matmul(a, b.T)
     else:
         def compute(a, b):
             if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
                 check(a, b)
-            return np.matmul(a.T, b.T)
+            return intra_op.matmul(a.T, b.T)
     return compute
 
 
@@ -351,7 +352,7 @@ def _batch_matmul(ctx):
             raise _error(f"BatchMatMulV2 {name}: Matrix size-incompatible: In[0]: {_dims(a)}, "
                          f"In[1]: {_dims(b)}")
         try:
-            return np.matmul(x, y)
+            return intra_op.batch_matmul(x, y)
         except ValueError:
             raise _error(f"BatchMatMulV2 {name}: In[0] and In[1] must have compatible batch "
                          f"dimensions: {_dims(a)} vs. {_dims(b)}") from None

@@ -13,6 +13,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.ops.nn_ops_conv import conv_params, pool_params, window_geometry
+from kernflow.kernels.cpu import onednn
 from kernflow.kernels.cpu.vectorized import add_reduce, arange, relu_into, row_max
 
 DEVICE = "CPU"
@@ -308,6 +309,19 @@ def _batch_chunks(n, per_item):
     return [(i, min(n, i + step)) for i in range(0, n, step)]
 
 
+def _dnnl(fn, *args):
+    """oneDNN's result, or None to use numpy (no library, another dtype, or a geometry it refuses)."""
+    try:
+        return fn(*args)
+    except onednn.OneDNNError as e:
+        onednn.log_fallback(fn.__name__, e)
+        return None
+
+
+def _spatial_pads(pad4):
+    return [p[0] for p in pad4[1:-1]], [p[1] for p in pad4[1:-1]]
+
+
 def _check_filter(ctx, c, w):
     if w.ndim != 4:
         raise _error(ctx, f"filter must be 4-dimensional: {_shape_str(w.shape)}")
@@ -328,7 +342,10 @@ def _conv2d(ctx):
         _check_filter(ctx, c, w)
         kh, kw, _, o = w.shape
         oh, ow, pad4 = _geometry(ctx, h, wd, kh, kw, strides, dil, padding, pads)
-        if kh == kw == 1 and strides == (1, 1) and padding != "EXPLICIT":
+        y = _dnnl(onednn.conv_forward, x, w, (n, oh, ow, o), True, strides, dil, *_spatial_pads(pad4))
+        if y is not None:
+            pass
+        elif kh == kw == 1 and strides == (1, 1) and padding != "EXPLICIT":
             y = (x.reshape(-1, c) @ w.reshape(c, o)).reshape(n, oh, ow, o)
         else:
             xp = _pad(x, pad4)
@@ -365,6 +382,10 @@ def _conv2d_backprop_input(ctx):
             raise _error(ctx, f"out_backprop has shape {_shape_str(dy.shape)}, but input_sizes "
                               f"and the filter give an output of shape "
                               f"{_shape_str((n, oh, ow, o))}")
+        dx = _dnnl(onednn.conv_backward_data, (n, h, wd, c), w, dy, True, strides, dil,
+                   *_spatial_pads(pad4))
+        if dx is not None:
+            return dx.transpose(0, 3, 1, 2) if nchw else dx
         (pt, pb), (pl, pr) = pad4[1], pad4[2]
         dxp = np.zeros((n, h + pt + pb, wd + pl + pr, c), dtype=w.dtype)
         wt = w.reshape(kh * kw * c, o).T
@@ -399,6 +420,10 @@ def _conv2d_backprop_filter(ctx):
         if dy.shape != (n, oh, ow, o):
             raise _error(ctx, f"out_backprop has shape {_shape_str(dy.shape)}, but the input and "
                               f"filter_sizes give an output of shape {_shape_str((n, oh, ow, o))}")
+        dw = _dnnl(onednn.conv_backward_weights, x, (kh, kw, c, o), dy, True, strides, dil,
+                   *_spatial_pads(pad4))
+        if dw is not None:
+            return dw
         xp = _pad(x, pad4)
         dw = np.zeros((kh * kw * c, o), dtype=x.dtype)
         for a, b in _batch_chunks(n, oh * ow * kh * kw * c):
@@ -550,6 +575,9 @@ def _max_pool_grad(ctx):
         out, pads = _pool_grad_geometry(ctx, x, g, ksize, strides, padding)
         if any(d == 0 for d in out) or x.size == 0:
             return np.zeros(x.shape, dtype=g.dtype)
+        dx = _dnnl(onednn.max_pool_grad, x, y, g, ksize, strides, pads)
+        if dx is not None:
+            return dx
         arg = _window_argmax(x, ksize, strides, out, pads)
         dxp = np.zeros(tuple(d + pb + pa for d, (pb, pa) in zip(x.shape, pads)), dtype=g.dtype)
         zero = g.dtype.type(0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernflow.core.framework import errors
+from kernflow.kernels.cpu import intra_op
 
 DEVICE = "CPU"
 
@@ -57,14 +58,26 @@ def _centered_rmsprop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad):
 
 
 def _adam(nesterov):
+    # TF's form of the update (m += (g - m)(1 - beta1), v += (g^2 - v)(1 - beta2)), one temporary.
     def f(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad):
         lr_t = lr * np.sqrt(1 - beta2_power) / (1 - beta1_power)
-        m *= beta1
-        m += (1 - beta1) * grad
-        v *= beta2
-        v += (1 - beta2) * (grad * grad)
-        step = (m * beta1 + (1 - beta1) * grad) if nesterov else m
-        var -= lr_t * step / (np.sqrt(v) + epsilon)
+        t = np.subtract(grad, m, out=np.empty_like(m))   # out=: stays an array when 0-d
+        t *= 1 - beta1
+        m += t
+        np.multiply(grad, grad, out=t)
+        t -= v
+        t *= 1 - beta2
+        v += t
+        np.sqrt(v, out=t)
+        t += epsilon
+        if nesterov:
+            step = m * beta1
+            step += (1 - beta1) * grad
+            np.divide(step, t, out=t)
+        else:
+            np.divide(m, t, out=t)
+        t *= lr_t
+        var -= t
     return f
 
 
@@ -127,12 +140,17 @@ def _dense(op_name, nslots, make_rule):
             bufs = [var.read()] + [s.read() for s in args[:nslots]]
             rest = [np.asarray(a, dtype=dtype) for a in args[nslots:]]
             grad_pos = len(rest) - 1 - _AFTER_GRAD.get(op_name, 0)
-            _check_shape(op, name, bufs[0], rest[grad_pos])
+            grad = rest[grad_pos]
+            _check_shape(op, name, bufs[0], grad)
+            before, after = rest[:grad_pos], rest[grad_pos + 1:]
+
+            def update(*blocks):
+                rule(*blocks[:-1], *before, blocks[-1], *after)
             if locking:
                 with var.lock:
-                    rule(*bufs, *rest)
+                    intra_op.elementwise(update, bufs + [grad], grad.size)
             else:
-                rule(*bufs, *rest)
+                intra_op.elementwise(update, bufs + [grad], grad.size)
             return var
         return compute
     return factory

@@ -1,0 +1,124 @@
+"""The intra-op thread pool of the CPU kernels: TF's `intra_op_parallelism_threads`.
+
+One op's large matmul or elementwise update is split into row blocks that run at once on this pool
+(the calling executor thread takes the first block). numpy's BLAS is set to one thread when the first
+CPU device is created, as TF's Eigen kernels share one intra-op pool instead of each library keeping
+its own: OpenBLAS's idle threads spin for a while after every call, and on a small machine they take
+the cores from the next op (oneDNN's convolutions, the executor's other threads). Measured on 2 cores:
+the mnist_deep step 48 -> 34 ms, docs/performance.md.
+
+The BLAS setting is process-wide (threadpoolctl), so numpy's own matmuls in the same process also run
+on one thread while kernflow is in use; `KERNFLOW_BLAS_THREADS=N` keeps N BLAS threads instead (and
+then kernflow does not split matmuls).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+# Multiply-adds per block below which a matmul is not split: a thread handoff costs ~20 us, and the
+# small matmuls of an RNN's loop already run concurrently on the executor's threads (the LSTM step
+# was 191 ms with 2**21, 163 ms with 2**23; tools/bench_lstm.py).
+_MIN_BLOCK_FLOPS = 1 << 23
+# Elementwise updates: elements per block, and per piece of a block.
+_MIN_BLOCK_ELEMENTS = 1 << 17
+_CACHE_BLOCK = 1 << 16
+
+_lock = threading.Lock()
+_threads = 0
+_pool: ThreadPoolExecutor | None = None
+_blas_limiter = None
+
+
+def configure(intra_op_threads: int = 0) -> None:
+    """Sets the pool size (0: one thread per core) and BLAS to one thread; the first call wins."""
+    global _threads, _pool, _blas_limiter
+    if _threads:
+        return
+    with _lock:
+        if _threads:
+            return
+        n = intra_op_threads if intra_op_threads > 0 else (os.cpu_count() or 1)
+        blas = os.environ.get("KERNFLOW_BLAS_THREADS")
+        from threadpoolctl import threadpool_limits
+        if blas:
+            _blas_limiter = threadpool_limits(limits=int(blas), user_api="blas")
+            n = 1
+        else:
+            _blas_limiter = threadpool_limits(limits=1, user_api="blas")
+        if n > 1:
+            _pool = ThreadPoolExecutor(n - 1, thread_name_prefix="kernflow-intra-op")
+        _threads = n
+
+
+def threads() -> int:
+    return _threads or 1
+
+
+def _blocks(total: int, parts: int):
+    step = -(-total // parts)
+    return [(i, min(total, i + step)) for i in range(0, total, step)]
+
+
+def run_blocks(fn, total: int, parts: int) -> None:
+    """Runs fn(start, stop) over `parts` contiguous blocks of range(total), the first on this thread."""
+    blocks = _blocks(total, parts)
+    if len(blocks) == 1 or _pool is None:
+        for a, b in blocks:
+            fn(a, b)
+        return
+    futures = [_pool.submit(fn, a, b) for a, b in blocks[1:]]
+    try:
+        fn(*blocks[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for 2-D arrays (any strides), split into row or column blocks over the intra-op pool."""
+    m, k = a.shape
+    n = b.shape[1]
+    parts = min(threads(), (m * n * k) // _MIN_BLOCK_FLOPS)
+    if parts < 2 or a.dtype != b.dtype or a.dtype.kind not in "fc":
+        return np.matmul(a, b)
+    out = np.empty((m, n), dtype=a.dtype)
+    if m >= n or m >= 8 * parts:
+        run_blocks(lambda i, j: np.matmul(a[i:j], b, out=out[i:j]), m, parts)
+    else:
+        run_blocks(lambda i, j: np.matmul(a, b[:, i:j], out=out[:, i:j]), n, parts)
+    return out
+
+
+def batch_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """np.matmul of stacked matrices, split over the leading (batch) axis of the result when both
+    operands have the same batch shape; otherwise numpy's own loop."""
+    if x.ndim == 2 and y.ndim == 2:
+        return matmul(x, y)
+    if x.ndim < 3 or x.shape[:-2] != y.shape[:-2] or threads() < 2:
+        return np.matmul(x, y)
+    flops = x.size * y.shape[-1]
+    parts = min(threads(), flops // _MIN_BLOCK_FLOPS, x.shape[0])
+    if parts < 2:
+        return np.matmul(x, y)
+    out = np.empty(x.shape[:-1] + y.shape[-1:], dtype=np.result_type(x, y))
+    run_blocks(lambda i, j: np.matmul(x[i:j], y[i:j], out=out[i:j]), x.shape[0], parts)
+    return out
+
+
+def elementwise(fn, arrays, size: int) -> None:
+    """fn(*blocks) over matching flat blocks of same-sized contiguous arrays (an in-place update)."""
+    parts = min(threads(), size // _MIN_BLOCK_ELEMENTS)
+    if parts < 2 or not all(a.flags.c_contiguous for a in arrays):
+        fn(*arrays)
+        return
+    flat = [a.reshape(-1) for a in arrays]
+
+    def block(i, j):   # in cache-sized pieces: each piece's passes then hit L2, not memory
+        for k in range(i, j, _CACHE_BLOCK):
+            fn(*[f[k:min(j, k + _CACHE_BLOCK)] for f in flat])
+    run_blocks(block, size, parts)

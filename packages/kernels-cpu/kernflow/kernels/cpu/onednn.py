@@ -1,0 +1,409 @@
+"""oneDNN convolutions and max pooling for the CPU kernels, over oneDNN's C API (ctypes).
+
+TensorFlow's CPU convolutions are oneDNN's; numpy has no convolution, and im2col + one GEMM moves the
+whole window matrix through memory on every call. When the `onednn-cpu-gomp` wheel is installed (a
+dependency of kernflow-kernels-cpu on Linux x86-64) the float32 Conv2D/Conv3D family and max pooling
+run oneDNN primitives here; everything else, and every platform without the library, uses the numpy
+kernels. `KERNFLOW_ONEDNN=0` turns this off.
+
+How a call runs:
+- activations keep the caller's layout: their memory descriptors are built from the numpy strides
+  (NHWC, NCHW or any strided view), so nothing is copied in or out;
+- weights use the layout the primitive asks for ("any"): a reorder from TF's HWIO layout runs before
+  each forward or backward-data call (a few tens of microseconds) and back after backward-weights;
+- the scratchpad is user-managed (a numpy buffer per call), so one primitive can run on several
+  executor threads at once; each thread has its own stream;
+- primitives are cached per geometry (shapes, strides, paddings) in a bounded LRU.
+The library releases the GIL (ctypes does) and runs its own OpenMP threads.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes as C
+import logging
+import os
+import sys
+import threading
+
+import numpy as np
+
+_log = logging.getLogger(__name__)
+
+_MAX_DIMS = 12
+_Dims = C.c_int64 * _MAX_DIMS
+_P = C.c_void_p
+
+# oneDNN C API constants (oneDNN 3.x, dnnl_types.h / dnnl_common_types.h).
+_CPU = 1
+_F32 = 3
+_TAG_ANY = 1
+_FWD_TRAINING = 64
+_FWD_INFERENCE = 96
+_CONV_DIRECT = 0x1
+_POOL_MAX = 0x1ff
+_SCRATCHPAD_USER = 1
+_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS = 129, 130, 131, 132
+_Q_WORKSPACE, _Q_SCRATCHPAD = 135, 136
+ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_WORKSPACE, ARG_SCRATCHPAD = 1, 17, 33, 64, 80
+ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
+_CACHE_SIZE = 256
+
+
+class _Arg(C.Structure):
+    _fields_ = [("arg", C.c_int), ("memory", _P)]
+
+
+class OneDNNError(RuntimeError):
+    """A oneDNN call failed (the caller falls back to numpy)."""
+
+
+def _dims(values) -> _Dims:
+    d = _Dims()
+    for i, v in enumerate(values):
+        d[i] = int(v)
+    return d
+
+
+class _Library:
+    def __init__(self, path: str):
+        lib = C.CDLL(path)
+        lib.dnnl_primitive_desc_query_md.restype = _P
+        lib.dnnl_primitive_desc_query_md.argtypes = [_P, C.c_int, C.c_int]
+        lib.dnnl_memory_desc_get_size.restype = C.c_size_t
+        lib.dnnl_memory_desc_get_size.argtypes = [_P]
+        self.lib = lib
+        self.engine = _P()
+        self._check(lib.dnnl_engine_create(C.byref(self.engine), _CPU, C.c_size_t(0)), "engine_create")
+        self.attr = _P()
+        self._check(lib.dnnl_primitive_attr_create(C.byref(self.attr)), "primitive_attr_create")
+        self._check(lib.dnnl_primitive_attr_set_scratchpad_mode(self.attr, _SCRATCHPAD_USER),
+                    "primitive_attr_set_scratchpad_mode")
+        self._local = threading.local()
+
+    @staticmethod
+    def _check(status: int, what: str) -> None:
+        if status != 0:
+            raise OneDNNError(f"oneDNN dnnl_{what} failed with status {status}")
+
+    def call(self, name: str, *args) -> None:
+        self._check(getattr(self.lib, "dnnl_" + name)(*args), name)
+
+    def stream(self) -> _P:
+        s = getattr(self._local, "stream", None)
+        if s is None:
+            s = _P()
+            self.call("stream_create", C.byref(s), self.engine, C.c_uint(1))
+            self._local.stream = s
+        return s
+
+    # -------------------------------------------------------------- memory descriptors
+    def md(self, dims, strides=None) -> "_MemDesc":
+        md = _P()
+        if strides is None:
+            self.call("memory_desc_create_with_tag", C.byref(md), len(dims), _dims(dims), _F32, _TAG_ANY)
+        else:
+            self.call("memory_desc_create_with_strides", C.byref(md), len(dims), _dims(dims), _F32,
+                      _dims(strides))
+        return _MemDesc(self, md, owned=True)
+
+    def query(self, pd: _P, what: int) -> "_MemDesc":
+        return _MemDesc(self, _P(self.lib.dnnl_primitive_desc_query_md(pd, what, 0)), owned=False)
+
+
+class _MemDesc:
+    __slots__ = ("lib", "handle", "owned", "nbytes")
+
+    def __init__(self, lib: _Library, handle: _P, owned: bool):
+        self.lib, self.handle, self.owned = lib, handle, owned
+        self.nbytes = int(lib.lib.dnnl_memory_desc_get_size(handle)) if handle.value else 0
+
+    def __del__(self):
+        if self.owned and self.handle.value:
+            self.lib.lib.dnnl_memory_desc_destroy(self.handle)
+
+
+class _Primitive:
+    """A primitive with its descriptor, the descriptors it was made from, and its scratchpad size."""
+
+    def __init__(self, lib: _Library, pd: _P):
+        self.lib, self.pd = lib, pd
+        self.handle = _P()
+        try:
+            lib.call("primitive_create", C.byref(self.handle), pd)
+        except OneDNNError:
+            lib.lib.dnnl_primitive_desc_destroy(pd)
+            raise
+        self.scratch_md = lib.query(pd, _Q_SCRATCHPAD)
+
+    def __del__(self):
+        if self.handle.value:
+            self.lib.lib.dnnl_primitive_destroy(self.handle)
+        if self.pd.value:
+            self.lib.lib.dnnl_primitive_desc_destroy(self.pd)
+
+    def run(self, args) -> None:
+        """args: (arg id, memory descriptor, numpy array); the scratchpad is added here."""
+        lib = self.lib
+        if self.scratch_md.nbytes:
+            args = list(args) + [(ARG_SCRATCHPAD, self.scratch_md,
+                                  np.empty(self.scratch_md.nbytes, dtype=np.uint8))]
+        mems = []
+        try:
+            for _, md, arr in args:
+                m = _P()
+                lib.call("memory_create", C.byref(m), md.handle, lib.engine, _P(arr.ctypes.data))
+                mems.append(m)
+            packed = (_Arg * len(args))(*[_Arg(a[0], m) for a, m in zip(args, mems)])
+            stream = lib.stream()
+            lib.call("primitive_execute", self.handle, stream, len(args), packed)
+            lib.call("stream_wait", stream)
+        finally:
+            for m in mems:
+                lib.lib.dnnl_memory_destroy(m)
+
+
+_lib: _Library | None = None
+_lib_lock = threading.Lock()
+_lib_tried = False
+_cache: collections.OrderedDict = collections.OrderedDict()
+
+
+def _library_path() -> str | None:
+    prefixes = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(sys.executable))]
+    for prefix in dict.fromkeys(prefixes):
+        path = os.path.join(prefix, "lib", "libdnnl.so.3")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+_enabled = True
+
+
+def set_enabled(enabled: bool) -> bool:
+    """Turns the oneDNN kernels on or off for this process (the numpy kernels run when off); returns
+    the previous setting. Tests use it to compare both paths."""
+    global _enabled
+    previous, _enabled = _enabled, bool(enabled)
+    return previous
+
+
+def library() -> _Library | None:
+    """The loaded library, or None when oneDNN is not installed, cannot load, or is turned off."""
+    global _lib, _lib_tried
+    if not _enabled:
+        return None
+    if _lib_tried:
+        return _lib
+    with _lib_lock:
+        if _lib_tried:
+            return _lib
+        if os.environ.get("KERNFLOW_ONEDNN", "1") not in ("0", "false", "off"):
+            path = _library_path()
+            if path is not None:
+                # OpenMP threads that spin after a primitive steal the cores from OpenBLAS's threads
+                # and the executor's (measured: the convnet step 48 ms passive vs 89 ms spinning).
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                try:
+                    _lib = _Library(path)
+                except (OSError, OneDNNError, AttributeError) as e:
+                    _log.warning("oneDNN at %s could not be loaded (%s); using the numpy kernels", path, e)
+        _lib_tried = True
+    return _lib
+
+
+_refused: set = set()
+
+
+def log_fallback(what: str, error: Exception) -> None:
+    """Logs (once per kind of failure) that a call went to numpy because oneDNN refused it."""
+    key = (what, str(error))
+    if key not in _refused:
+        _refused.add(key)
+        _log.info("%s: oneDNN refused the call (%s); using the numpy kernel", what, error)
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def _cached(key, build):
+    with _lib_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    value = build()
+    with _lib_lock:
+        _cache[key] = value
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return value
+
+
+def _act_md(lib: _Library, shape, strides, channels_last: bool) -> _MemDesc:
+    """Memory descriptor of an activation array (numpy shape/byte strides) in oneDNN's N, C, spatial order."""
+    el = [s // 4 for s in strides]
+    if channels_last:
+        order = [0, len(shape) - 1] + list(range(1, len(shape) - 1))
+    else:
+        order = list(range(len(shape)))
+    return lib.md([shape[i] for i in order], [el[i] for i in order])
+
+
+def _filter_md(lib: _Library, shape, strides) -> _MemDesc:
+    """TF filter [spatial..., in, out] -> oneDNN (out, in, spatial...)."""
+    el = [s // 4 for s in strides]
+    nd = len(shape)
+    order = [nd - 1, nd - 2] + list(range(nd - 2))
+    return lib.md([shape[i] for i in order], [el[i] for i in order])
+
+
+def _usable(*arrays) -> bool:
+    return all(a.dtype == np.float32 and all(s > 0 and s % 4 == 0 for s in a.strides) and a.size
+               for a in arrays)
+
+
+class _Conv:
+    """The three convolution primitives of one geometry plus the filter reorders they need."""
+
+    def __init__(self, lib, kind, x_shape, x_strides, w_shape, y_shape, y_strides, channels_last,
+                 strides, dilations, pad_l, pad_r):
+        self.lib = lib
+        w_strides = [4 * int(np.prod(w_shape[i + 1:])) for i in range(len(w_shape))]
+        self.x_md = _act_md(lib, x_shape, x_strides, channels_last)
+        self.y_md = _act_md(lib, y_shape, y_strides, channels_last)
+        self.w_md = _filter_md(lib, w_shape, w_strides)
+        w_any = lib.md([w_shape[-1], w_shape[-2]] + list(w_shape[:-2]))
+        s, d = _dims(strides), _dims([k - 1 for k in dilations])
+        pl, pr = _dims(pad_l), _dims(pad_r)
+        fwd = _P()
+        lib.call("convolution_forward_primitive_desc_create", C.byref(fwd), lib.engine,
+                 _FWD_INFERENCE if kind == "fwd" else _FWD_TRAINING, _CONV_DIRECT, self.x_md.handle,
+                 w_any.handle, None, self.y_md.handle, s, d, pl, pr, lib.attr)
+        if kind == "fwd":
+            pd = fwd
+        else:
+            pd = _P()
+            try:
+                if kind == "bwd_data":
+                    lib.call("convolution_backward_data_primitive_desc_create", C.byref(pd), lib.engine,
+                             _CONV_DIRECT, self.x_md.handle, w_any.handle, self.y_md.handle, s, d, pl, pr,
+                             fwd, lib.attr)
+                else:
+                    lib.call("convolution_backward_weights_primitive_desc_create", C.byref(pd), lib.engine,
+                             _CONV_DIRECT, self.x_md.handle, w_any.handle, None, self.y_md.handle, s, d,
+                             pl, pr, fwd, lib.attr)
+            finally:
+                lib.lib.dnnl_primitive_desc_destroy(fwd)
+        self.prim = _Primitive(lib, pd)
+        self.wi_md = lib.query(pd, _Q_DIFF_WEIGHTS if kind == "bwd_weights" else _Q_WEIGHTS)
+        src, dst = (self.wi_md, self.w_md) if kind == "bwd_weights" else (self.w_md, self.wi_md)
+        rpd = _P()
+        lib.call("reorder_primitive_desc_create", C.byref(rpd), src.handle, lib.engine, dst.handle,
+                 lib.engine, lib.attr)
+        self.reorder = _Primitive(lib, rpd)
+        self.wi_size = self.wi_md.nbytes // 4
+
+
+def _conv_prim(kind, x, w_shape, y, channels_last, strides, dilations, pad_l, pad_r) -> _Conv:
+    lib = library()
+    key = (kind, x.shape, x.strides, tuple(w_shape), y.shape, y.strides, channels_last, tuple(strides),
+           tuple(dilations), tuple(pad_l), tuple(pad_r))
+    return _cached(key, lambda: _Conv(lib, kind, x.shape, x.strides, w_shape, y.shape, y.strides,
+                                      channels_last, strides, dilations, pad_l, pad_r))
+
+
+def conv_forward(x, w, out_shape, channels_last, strides, dilations, pad_l, pad_r):
+    """y = conv(x, w); x in the caller's layout, w TF's [spatial..., in, out]; None if not usable."""
+    if library() is None or not _usable(x, w):
+        return None
+    w = np.ascontiguousarray(w)
+    y = np.empty(out_shape, dtype=np.float32)
+    c = _conv_prim("fwd", x, w.shape, y, channels_last, strides, dilations, pad_l, pad_r)
+    wi = np.empty(c.wi_size, dtype=np.float32)
+    c.reorder.run([(ARG_SRC, c.w_md, w), (ARG_DST, c.wi_md, wi)])
+    c.prim.run([(ARG_SRC, c.x_md, x), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DST, c.y_md, y)])
+    return y
+
+
+def conv_backward_data(x_shape, w, dy, channels_last, strides, dilations, pad_l, pad_r):
+    """dx of a convolution; None if not usable."""
+    if library() is None or not _usable(w, dy):
+        return None
+    w = np.ascontiguousarray(w)
+    dx = np.empty(x_shape, dtype=np.float32)
+    c = _conv_prim("bwd_data", dx, w.shape, dy, channels_last, strides, dilations, pad_l, pad_r)
+    wi = np.empty(c.wi_size, dtype=np.float32)
+    c.reorder.run([(ARG_SRC, c.w_md, w), (ARG_DST, c.wi_md, wi)])
+    c.prim.run([(ARG_DIFF_DST, c.y_md, dy), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DIFF_SRC, c.x_md, dx)])
+    return dx
+
+
+def conv_backward_weights(x, w_shape, dy, channels_last, strides, dilations, pad_l, pad_r):
+    """dw (TF's filter layout) of a convolution; None if not usable."""
+    if library() is None or not _usable(x, dy):
+        return None
+    c = _conv_prim("bwd_weights", x, w_shape, dy, channels_last, strides, dilations, pad_l, pad_r)
+    wi = np.empty(c.wi_size, dtype=np.float32)
+    c.prim.run([(ARG_SRC, c.x_md, x), (ARG_DIFF_DST, c.y_md, dy), (ARG_DIFF_WEIGHTS, c.wi_md, wi)])
+    dw = np.empty(tuple(w_shape), dtype=np.float32)
+    c.reorder.run([(ARG_SRC, c.wi_md, wi), (ARG_DST, c.w_md, dw)])
+    return dw
+
+
+def _contiguous_strides(shape):
+    return tuple(4 * int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+
+
+class _MaxPoolGrad:
+    """Max pooling forward (for its argmax workspace) and backward of one geometry."""
+
+    def __init__(self, lib, x_shape, x_strides, y_shape, g_strides, channels_last, kernel, strides,
+                 pad_l, pad_r):
+        self.x_md = _act_md(lib, x_shape, x_strides, channels_last)
+        self.y_md = _act_md(lib, y_shape, _contiguous_strides(y_shape), channels_last)
+        self.g_md = _act_md(lib, y_shape, g_strides, channels_last)
+        self.dx_md = _act_md(lib, x_shape, _contiguous_strides(x_shape), channels_last)
+        s, k, d = _dims(strides), _dims(kernel), _dims([0] * len(kernel))
+        pl, pr = _dims(pad_l), _dims(pad_r)
+        fwd = _P()
+        lib.call("pooling_forward_primitive_desc_create", C.byref(fwd), lib.engine, _FWD_TRAINING, _POOL_MAX,
+                 self.x_md.handle, self.y_md.handle, s, k, d, pl, pr, lib.attr)
+        self.fwd = _Primitive(lib, fwd)
+        self.ws_md = lib.query(fwd, _Q_WORKSPACE)
+        bwd = _P()
+        lib.call("pooling_backward_primitive_desc_create", C.byref(bwd), lib.engine, _POOL_MAX,
+                 self.dx_md.handle, self.g_md.handle, s, k, d, pl, pr, fwd, lib.attr)
+        self.bwd = _Primitive(lib, bwd)
+
+
+def max_pool_grad(x, y, g, ksize, strides, pads):
+    """TF's MaxPoolGrad (the gradient goes to the first maximum of each window), or None to use numpy.
+
+    x, y, g are 4-D with the window over two of the last three axes and a size-1 window of stride 1
+    (the channel) on the remaining one. Windows whose maximum is not finite (y holds -inf or NaN) go to
+    numpy, whose tie rules for them are TF's.
+    """
+    if library() is None or not _usable(x, g):
+        return None
+    if ksize[3] == strides[3] == 1 and pads[3] == (0, 0):
+        channels_last, spatial = True, (1, 2)
+    elif ksize[1] == strides[1] == 1 and pads[1] == (0, 0):
+        channels_last, spatial = False, (2, 3)
+    else:
+        return None
+    if not np.isfinite(y).all():
+        return None
+    args = (x.shape, x.strides, g.shape, g.strides, channels_last, tuple(ksize[i] for i in spatial),
+            tuple(strides[i] for i in spatial), tuple(pads[i][0] for i in spatial),
+            tuple(pads[i][1] for i in spatial))
+    lib = library()
+    p = _cached(("max_pool_grad",) + args, lambda: _MaxPoolGrad(lib, *args))
+    ws = np.empty(p.ws_md.nbytes, dtype=np.uint8)
+    p.fwd.run([(ARG_SRC, p.x_md, x), (ARG_DST, p.y_md, np.empty(g.shape, np.float32)),
+               (ARG_WORKSPACE, p.ws_md, ws)])
+    dx = np.empty(x.shape, dtype=np.float32)
+    p.bwd.run([(ARG_DIFF_DST, p.g_md, g), (ARG_WORKSPACE, p.ws_md, ws), (ARG_DIFF_SRC, p.dx_md, dx)])
+    return dx
