@@ -53,6 +53,8 @@ from kernflow.core import math  # noqa: E402
 from kernflow.core import linalg  # noqa: E402
 from kernflow.core import random  # noqa: E402
 from kernflow.core import signal  # noqa: E402
+from kernflow.core import distributions  # noqa: E402
+from kernflow.core import audio  # noqa: E402
 spectral = signal
 from kernflow.core import app  # noqa: E402
 from kernflow.core import tf_logging as logging  # noqa: E402
