@@ -315,6 +315,12 @@ def _conv_prim(kind, x, w_shape, y, channels_last, strides, dilations, pad_l, pa
                                       channels_last, strides, dilations, pad_l, pad_r))
 
 
+def _filter_in_primitive_layout(c: _Conv, w):
+    wi = np.empty(c.wi_size, dtype=np.float32)
+    c.reorder.run([(ARG_SRC, c.w_md, w), (ARG_DST, c.wi_md, wi)])
+    return wi
+
+
 def conv_forward(x, w, out_shape, channels_last, strides, dilations, pad_l, pad_r):
     """y = conv(x, w); x in the caller's layout, w TF's [spatial..., in, out]; None if not usable."""
     if library() is None or not _usable(x, w):
@@ -322,8 +328,7 @@ def conv_forward(x, w, out_shape, channels_last, strides, dilations, pad_l, pad_
     w = np.ascontiguousarray(w)
     y = np.empty(out_shape, dtype=np.float32)
     c = _conv_prim("fwd", x, w.shape, y, channels_last, strides, dilations, pad_l, pad_r)
-    wi = np.empty(c.wi_size, dtype=np.float32)
-    c.reorder.run([(ARG_SRC, c.w_md, w), (ARG_DST, c.wi_md, wi)])
+    wi = _filter_in_primitive_layout(c, w)
     c.prim.run([(ARG_SRC, c.x_md, x), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DST, c.y_md, y)])
     return y
 
@@ -335,8 +340,7 @@ def conv_backward_data(x_shape, w, dy, channels_last, strides, dilations, pad_l,
     w = np.ascontiguousarray(w)
     dx = np.empty(x_shape, dtype=np.float32)
     c = _conv_prim("bwd_data", dx, w.shape, dy, channels_last, strides, dilations, pad_l, pad_r)
-    wi = np.empty(c.wi_size, dtype=np.float32)
-    c.reorder.run([(ARG_SRC, c.w_md, w), (ARG_DST, c.wi_md, wi)])
+    wi = _filter_in_primitive_layout(c, w)
     c.prim.run([(ARG_DIFF_DST, c.y_md, dy), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DIFF_SRC, c.x_md, dx)])
     return dx
 
