@@ -103,69 +103,69 @@ class GradientTape:
     def watched_variables(self):
         return tuple(self._variables_used(self._recorded_ops()))
 
-    def gradient(self, target, sources, output_gradients=None, unconnected_gradients="none"):
-        """Gradients of `target` with respect to `sources` through the recorded ops (a nest like
-        `sources`; None, or zeros with unconnected_gradients="zero", where nothing connects)."""
-        from kernflow.core import nest_ns
-        from kernflow.core.ops.gradients_impl import gradients
-        from kernflow.core.ops.variables import Variable
+    def _use(self):
         if self._used and not self._persistent:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of "
                                "gradients (or jacobians)")
         self._used = True
+
+    def _differentiate(self, flat_sources, unconnected_gradients):
+        """Returns fn(targets, output_gradients) -> flat gradients to `flat_sources` through the
+        recorded ops; what was recorded and watched is worked out once, here."""
+        from kernflow.core.ops.array_ops import zeros_like
+        from kernflow.core.ops.gradients_impl import gradients
+        from kernflow.core.ops.variables import Variable
         recorded = self._recorded_ops()
         variables = self._variables_used(recorded)
         var_ids = {id(v) for v in variables}
         passable = {t for v in variables for t in (v.value(), getattr(v, "_variable", None))}
         passable |= {t for t in self._watched.values() if isinstance(t, _ops.Tensor)}
-        stop = {t for op in recorded for t in op.inputs if t.op not in recorded and t not in passable}
-        flat_sources = nest_ns.flatten(sources)
+        stop = [t for t in {t for op in recorded for t in op.inputs}
+                if t.op not in recorded and t not in passable]
         connected = [(isinstance(s, Variable) and id(s) in var_ids) or
                      (isinstance(s, _ops.Tensor) and id(s) in self._watched) for s in flat_sources]
-        targets = nest_ns.flatten(target)
-        grads = [None] * len(flat_sources)
         live = [s for s, c in zip(flat_sources, connected) if c]
-        if live:
-            got = gradients(targets, live, grad_ys=output_gradients, stop_gradients=list(stop),
-                            unconnected_gradients=unconnected_gradients)
-            it = iter(got)
-            grads = [next(it) if c else None for c in connected]
         zero = str(getattr(unconnected_gradients, "value", unconnected_gradients)).lower() == "zero"
-        if zero:
-            from kernflow.core.ops.array_ops import zeros_like
-            grads = [zeros_like(s.value() if isinstance(s, Variable) else s) if g is None else g
-                     for g, s in zip(grads, flat_sources)]
-        return nest_ns.pack_sequence_as(sources, grads)
+
+        def run(targets, output_gradients=None):
+            grads = [None] * len(flat_sources)
+            if live:
+                it = iter(gradients(targets, live, grad_ys=output_gradients, stop_gradients=stop,
+                                    unconnected_gradients=unconnected_gradients))
+                grads = [next(it) if c else None for c in connected]
+            if zero:
+                grads = [zeros_like(s.value() if isinstance(s, Variable) else s) if g is None else g
+                         for g, s in zip(grads, flat_sources)]
+            return grads
+        return run
+
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients="none"):
+        """Gradients of `target` with respect to `sources` through the recorded ops (a nest like
+        `sources`; None, or zeros with unconnected_gradients="zero", where nothing connects)."""
+        from kernflow.core import nest_ns
+        self._use()
+        run = self._differentiate(nest_ns.flatten(sources), unconnected_gradients)
+        return nest_ns.pack_sequence_as(sources, run(nest_ns.flatten(target), output_gradients))
 
     def jacobian(self, target, sources, unconnected_gradients="none", parallel_iterations=None,
                  experimental_use_pfor=True):
         """d target[i...] / d source, stacked over target's elements (target needs a static shape)."""
         from kernflow.core import nest_ns
         from kernflow.core.ops import array_ops
-        if self._used and not self._persistent:
-            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of "
-                               "gradients (or jacobians)")
+        from kernflow.core.ops.variables import Variable
+        self._use()
         shape = target.shape
         if not shape.is_fully_defined():
             raise ValueError(f"jacobian needs a target of static shape, got {shape}")
+        flat_sources = nest_ns.flatten(sources)
+        run = self._differentiate(flat_sources, "zero")
         flat = array_ops.reshape(target, [-1])
-        n = shape.num_elements()
-        rows = []
-        for i in range(n):
-            self._used = False
-            keep, self._persistent = self._persistent, True
-            try:
-                rows.append(nest_ns.flatten(self.gradient(flat[i], sources,
-                                                          unconnected_gradients="zero")))
-            finally:
-                self._persistent = keep
-        self._used = True
+        rows = [run([flat[i]]) for i in range(shape.num_elements())]
         out = []
-        for j, s in enumerate(nest_ns.flatten(sources)):
-            s_shape = (s.value() if hasattr(s, "value") and not isinstance(s, _ops.Tensor) else s).shape
-            stacked = array_ops.stack([r[j] for r in rows]) if n else None
-            out.append(array_ops.reshape(stacked, shape.as_list() + s_shape.as_list())
-                       if stacked is not None else None)
+        for j, s in enumerate(flat_sources):
+            s_shape = (s.value() if isinstance(s, Variable) else s).shape
+            out.append(array_ops.reshape(array_ops.stack([r[j] for r in rows]),
+                                         shape.as_list() + s_shape.as_list()) if rows else None)
         return nest_ns.pack_sequence_as(sources, out)
 
 
@@ -363,9 +363,9 @@ def conv(input, filter, strides, padding, explicit_paddings=(), data_format="CHA
         if n == 1:
             x, w = array_ops.expand_dims(x, 1), array_ops.expand_dims(w, 0)
             s_sp, d_sp = [1] + s_sp, [1] + d_sp
-        pads = "EXPLICIT" if padding == "EXPLICIT" else padding
-        ex = list(explicit_paddings)
+        pads = padding
         if padding == "EXPLICIT":
+            ex = list(explicit_paddings)
             pairs = [ex[2 * i:2 * i + 2] for i in range(len(ex) // 2)]
             pairs = ([pairs[0]] + pairs[2:] + [pairs[1]]) if first else pairs
             if n == 1:

@@ -81,6 +81,8 @@ def run_blocks(fn, total: int, parts: int) -> None:
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for 2-D arrays (any strides), split into row or column blocks over the intra-op pool."""
+    if _pool is None:           # one intra-op thread: nothing to split (and no per-call arithmetic)
+        return np.matmul(a, b)
     m, k = a.shape
     n = b.shape[1]
     parts = min(threads(), (m * n * k) // _MIN_BLOCK_FLOPS)

@@ -343,19 +343,25 @@ def _conv2d(ctx):
         kh, kw, _, o = w.shape
         oh, ow, pad4 = _geometry(ctx, h, wd, kh, kw, strides, dil, padding, pads)
         y = _dnnl(onednn.conv_forward, x, w, (n, oh, ow, o), True, strides, dil, *_spatial_pads(pad4))
-        if y is not None:
-            pass
-        elif kh == kw == 1 and strides == (1, 1) and padding != "EXPLICIT":
-            y = (x.reshape(-1, c) @ w.reshape(c, o)).reshape(n, oh, ow, o)
-        else:
-            xp = _pad(x, pad4)
-            wm = w.reshape(kh * kw * c, o)
-            y = np.empty((n, oh, ow, o), dtype=x.dtype)
-            for a, b in _batch_chunks(n, oh * ow * kh * kw * c):
-                cols = _windows(xp[a:b], kh, kw, oh, ow, strides, dil)
-                y[a:b] = (cols.reshape(-1, kh * kw * c) @ wm).reshape(b - a, oh, ow, o)
+        if y is None:
+            y = _numpy_conv2d(x, w, oh, ow, pad4, strides, dil, padding)
         return y.transpose(0, 3, 1, 2) if nchw else y
     return compute
+
+
+def _numpy_conv2d(x, w, oh, ow, pad4, strides, dil, padding):
+    """NHWC conv2d in numpy: one matmul for 1x1 filters, else im2col + a matmul per batch chunk."""
+    n, _, _, c = x.shape
+    kh, kw, _, o = w.shape
+    if kh == kw == 1 and strides == (1, 1) and padding != "EXPLICIT":
+        return (x.reshape(-1, c) @ w.reshape(c, o)).reshape(n, oh, ow, o)
+    xp = _pad(x, pad4)
+    wm = w.reshape(kh * kw * c, o)
+    y = np.empty((n, oh, ow, o), dtype=x.dtype)
+    for a, b in _batch_chunks(n, oh * ow * kh * kw * c):
+        cols = _windows(xp[a:b], kh, kw, oh, ow, strides, dil)
+        y[a:b] = (cols.reshape(-1, kh * kw * c) @ wm).reshape(b - a, oh, ow, o)
+    return y
 
 
 def _sizes(ctx, v, what):

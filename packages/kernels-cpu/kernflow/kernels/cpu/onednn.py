@@ -271,10 +271,9 @@ class _Conv:
     def __init__(self, lib, kind, x_shape, x_strides, w_shape, y_shape, y_strides, channels_last,
                  strides, dilations, pad_l, pad_r):
         self.lib = lib
-        w_strides = [4 * int(np.prod(w_shape[i + 1:])) for i in range(len(w_shape))]
         self.x_md = _act_md(lib, x_shape, x_strides, channels_last)
         self.y_md = _act_md(lib, y_shape, y_strides, channels_last)
-        self.w_md = _filter_md(lib, w_shape, w_strides)
+        self.w_md = _filter_md(lib, w_shape, _contiguous_strides(w_shape))
         w_any = lib.md([w_shape[-1], w_shape[-2]] + list(w_shape[:-2]))
         s, d = _dims(strides), _dims([k - 1 for k in dilations])
         pl, pr = _dims(pad_l), _dims(pad_r)
