@@ -32,6 +32,9 @@ class RunningServer:
 
     def stop(self):
         self.server.stop(0).wait(5)
+        # A later server may get this ephemeral port again: it must not inherit the process-wide
+        # channel, which is backing off from this server's death and would fail its first call.
+        channels.evict(self.address)
 
 
 class FakeWorker(worker_pb2_grpc.WorkerServiceServicer):
