@@ -181,8 +181,11 @@ class DirectSession:
                 from kernflow.core.protobuf import graph_pb2
                 parts[self.client_device] = graph_pb2.GraphDef()
             names = sorted(parts, key=lambda n: (n != self.client_device, n))
+            # global_jit_level=OFF: no compilation at all, loops included (loops.py).
+            loops = False if self._jit_level <= fusion.OFF else None
             plans = [_executor.compile_partition(parts[n], self._by_name[n], self._kernels, self._pool,
-                                                 self._kernel_cache, session_handle=self)
+                                                 self._kernel_cache, session_handle=self,
+                                                 compile_loops=loops)
                      for n in names]
             step = _Step(plans, [parts[n] for n in names], len(feeds), len(fetches))
             self._steps[key] = step

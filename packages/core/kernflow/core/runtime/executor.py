@@ -424,7 +424,8 @@ def _node_error(e: Exception, node) -> errors.OpError:
         err = type(e)(e.node_def, e.op, f"{e.message}{where}")
         return err
     if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":  # host or device (cupy)
-        return errors.ResourceExhaustedError(None, None, f"OOM when running {node.name if node else '?'}: {e}{where}")
+        return errors.ResourceExhaustedError(None, None, f"OOM when running {node.name if node else '?'}: "
+                                                         f"{e}{where}")
     name = f"{node.op_type} {node.name}: " if node is not None else ""
     return errors.InvalidArgumentError(None, None, f"{name}{type(e).__name__}: {e}{where}")
 
@@ -571,7 +572,8 @@ class DataflowState:
 
 # ---------------------------------------------------------------------------- compilation
 def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
-                      session_handle=None, force_dataflow: bool = False) -> ExecutorPlan:
+                      session_handle=None, force_dataflow: bool = False,
+                      compile_loops: bool | None = None) -> ExecutorPlan:
     """Instantiates the kernels of one partition and compiles its plan.
 
     Args:
@@ -582,6 +584,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         pool: the inter-op `ThreadPool` for expensive kernels (None runs everything inline).
         kernel_cache: dict shared by the session: stateful kernels are built once per
             (device, node name) and reused by every plan, as TF's OpSegment does.
+        compile_loops: run simple while loops as compiled loop nodes (`loops.py`); None: unless
+            ``KERNFLOW_COMPILE_LOOPS=0``.
 
     Raises:
         InvalidArgumentError: for a cycle or a malformed node; NotFoundError for a missing kernel.
@@ -603,6 +607,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         parsed.append((nd, op_def, attrs, ins))
     from kernflow.core.runtime import frames as _frames
     control_flow = _frames.has_control_flow(graph_def)
+    if compile_loops is None:
+        from kernflow.core.runtime.loops import ENABLED as compile_loops
     order = _toposort(parsed)
     # Output dtypes and slots.
     out_dtypes = [_ops.output_dtypes(op_def, attrs) for _, op_def, attrs, _ in parsed]
@@ -666,8 +672,31 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
     plan = ExecutorPlan(device, nodes, total, consts, args, rets, pool,
                         force_dataflow or control_flow, arg_indices=arg_order, retval_indices=ret_order)
     if control_flow:
-        attrs_of = {exec_of_old[old]: parsed[old][2] for old in exec_of_old}
-        plan.control_flow = _frames.ControlFlowInfo(plan, lambda n: attrs_of[n.id])
+        attrs_of = {nodes[exec_of_old[old]].name: parsed[old][2] for old in exec_of_old}
+        plan.control_flow = _frames.ControlFlowInfo(plan, lambda n: attrs_of.get(n.name, {}))
+        if compile_loops:
+            plan = _compile_loops(plan, attrs_of)
+    return plan
+
+
+def _compile_loops(plan: ExecutorPlan, attrs_of: dict) -> ExecutorPlan:
+    """Replaces simple loop frames by compiled loop nodes (`loops.py`), innermost first."""
+    from kernflow.core.runtime import frames as _frames
+    from kernflow.core.runtime import loops as _loops
+    while plan.control_flow is not None:
+        got = _loops.compile_loops(plan, plan.control_flow)
+        if got is None:
+            break
+        nodes, num_slots, remap = got
+        consts = {s: v for s, v in enumerate(plan._init_vals) if v is not None}
+        rets = [remap.get(s, s) for s in plan.retval_slots]
+        # Dataflow even without control flow left: a loop node must see the step's cancellation.
+        new = ExecutorPlan(plan.device, nodes, num_slots, consts, plan.arg_slots, rets,
+                           plan.pool, True, arg_indices=plan.arg_indices,
+                           retval_indices=plan.retval_indices)
+        if any(n.op_type in _frames.CONTROL_FLOW_OPS for n in nodes):
+            new.control_flow = _frames.ControlFlowInfo(new, lambda n: attrs_of.get(n.name, {}))
+        plan = new
     return plan
 
 

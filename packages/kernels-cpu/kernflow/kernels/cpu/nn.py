@@ -13,7 +13,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.ops.nn_ops_conv import conv_params, pool_params, window_geometry
-from kernflow.kernels.cpu import onednn
+from kernflow.kernels.cpu import intra_op, onednn
 from kernflow.kernels.cpu.vectorized import add_reduce, arange, relu_into, row_max
 
 DEVICE = "CPU"
@@ -180,16 +180,27 @@ def _sparse_xent(ctx):
             v = labels[np.argmax(bad)]
             raise _error(ctx, f"Received a label value of {v} which is outside the valid range of "
                               f"[0, {c}).  Label values: {' '.join(map(str, labels.tolist()))}")
-        # One exp: backprop = softmax - onehot, loss = log(sum(exp(s))) - s[label].
-        s = features - row_max(features)
-        backprop = np.exp(s)
-        total = _row_sum(backprop)
-        at_label = arange(n) * c + labels    # flat positions of the labels' logits
-        loss = np.log(total.reshape(n)) - s.reshape(-1).take(at_label)
-        backprop /= total
-        backprop.reshape(-1)[at_label] -= features.dtype.type(1)
-        return loss.astype(features.dtype, copy=False), backprop
+        loss = np.empty(n, features.dtype)
+        backprop = np.empty_like(features, order="C")
+        parts = max(1, min(intra_op.threads(), features.size >> 18, n))
+        intra_op.run_blocks(lambda i, j: _xent_rows(features, labels, loss, backprop, i, j), n, parts)
+        return loss, backprop
     return compute
+
+
+def _xent_rows(features, labels, loss, backprop, i, j):
+    """Rows i:j of SparseSoftmaxCrossEntropyWithLogits into `loss` and `backprop` (one exp:
+    backprop = softmax - onehot, loss = log(sum(exp(s))) - s[label])."""
+    f = features[i:j]
+    n, c = f.shape
+    s = f - row_max(f)
+    bp = backprop[i:j]
+    np.exp(s, out=bp)
+    total = _row_sum(bp)
+    at_label = arange(n) * c + labels[i:j]    # flat positions of the labels' logits
+    loss[i:j] = np.log(total.reshape(n)) - s.reshape(-1).take(at_label)
+    bp /= total
+    bp.reshape(-1)[at_label] -= features.dtype.type(1)
 
 
 def _l2_loss(x):
