@@ -238,6 +238,10 @@ class ExecutorPlan:
         self.control_flow = None   # frames.ControlFlowInfo when the partition has control flow
         use_dataflow = force_dataflow or any(n.is_async for n in nodes)
         self.straight_line = None if use_dataflow else _compile_straight_line(self)
+        # The dataflow executor (without control flow) forwards buffers as the straight line does.
+        uses = collections.Counter(s for n in nodes for s in n.inputs)
+        inplace = _inplace_nodes(self, uses, set(retval_slots)) if use_dataflow else set()
+        self.dataflow_compute = [n.inplace if n.id in inplace else n.compute for n in nodes]
         # Independent kernels registered as always expensive (expensive=True) run in parallel on
         # the pool. Size-dependent ones (expensive=fn: matmul, conv) run inline on the straight
         # line: measured here, handing BLAS calls to pool threads made numpy's OpenBLAS slower for
@@ -316,8 +320,7 @@ def _compile_straight_line(plan: ExecutorPlan):
         return f"{name}.read()" if deref else name
 
     uses = collections.Counter(s for n in nodes for s in n.inputs)
-    slot_elems = {n.out_base + i: e for n in nodes for i, e in enumerate(n.static_elems)}
-    fresh = _fresh_slots(plan, uses, pinned)
+    inplace = _inplace_nodes(plan, uses, pinned)
     for n in nodes:
         g[f"k{n.id}"] = n.compute
         args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
@@ -326,11 +329,7 @@ def _compile_straight_line(plan: ExecutorPlan):
         if n.needs_ctx:
             args.insert(0, "_ctx")
         kname = f"k{n.id}"
-        # Only a single use guarantees no other kernel took a view of the buffer earlier; buffers
-        # known to be small are not worth it (the in-place call costs ~0.5 us more than a plain one).
-        if n.inplace is not None and n.inputs and fresh.get(n.inputs[0]) and \
-                uses[n.inputs[0]] == 1 and not n.deref[0] and \
-                (slot_elems.get(n.inputs[0]) is None or slot_elems[n.inputs[0]] >= _INPLACE_MIN_ELEMENTS):
+        if n.id in inplace:
             kname = f"k{n.id}_ip"   # input 0 is a dead, unaliased buffer: write the result into it
             g[kname] = n.inplace
         call = f"{kname}({', '.join(args)})"
@@ -393,6 +392,20 @@ def _static_elements(nd, num_outputs) -> list:
                     n *= d.size
                 out[i] = n
     return out
+
+
+def _inplace_nodes(plan, uses, pinned) -> set:
+    """Ids of nodes whose in-place kernel may write its result into input 0's buffer.
+
+    Only a single use guarantees no other kernel took a view of the buffer earlier; buffers known to
+    be small are not worth it (the in-place call costs ~0.5 us more than a plain one).
+    """
+    fresh = _fresh_slots(plan, uses, pinned)
+    elems = {n.out_base + i: e for n in plan.nodes for i, e in enumerate(n.static_elems)}
+    return {n.id for n in plan.nodes
+            if n.inplace is not None and n.inputs and fresh.get(n.inputs[0]) and uses[n.inputs[0]] == 1
+            and not n.deref[0]
+            and (elems.get(n.inputs[0]) is None or elems[n.inputs[0]] >= _INPLACE_MIN_ELEMENTS)}
 
 
 def _fresh_slots(plan, uses, pinned) -> dict:
@@ -512,10 +525,11 @@ class DataflowState:
             if node.is_async:
                 node.compute(self.ctx, args, lambda outs, n=node: self._async_done(n, outs))
                 return []
+            compute = self.plan.dataflow_compute[node.id]
             if node.needs_ctx:
-                out = node.compute(self.ctx, *args)
+                out = compute(self.ctx, *args)
             else:
-                out = node.compute(*args)
+                out = compute(*args)
         except Exception as e:  # noqa: BLE001 - the step fails with a TF error naming the node
             self.abort(_node_error(e, node))
             return self._complete(node.id, None, skip=True)
