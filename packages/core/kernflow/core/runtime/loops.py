@@ -457,9 +457,24 @@ def _generate(plan, cf, spec, loop_node):
         line_node[len(lines) + 1] = nodes[spec["switches"][0] if spec["switches"] else spec["lc"]]
         lines.append(f"        if not _truth(v{lc_out}):")
         lines.append("            break")
-        for m in members:
-            if level[m] == "B":
-                emit(m)
+        # Body values are released after their last reader in the body (as the frames executor drops
+        # an iteration's inputs), except those handed to the next iteration.
+        body = [m for m in members if level[m] == "B"]
+        carried = {nodes[spec["merge_init"][m][1]].inputs[0] for m in spec["merges"]}
+        produced = {nodes[m].out_base + i for m in body if kind[m] != _K._NEXT
+                    for i in range(nodes[m].num_outputs)} - carried
+        last = {s: None for s in produced}
+        for i, m in enumerate(body):
+            for s in nodes[m].inputs:
+                if s in last:
+                    last[s] = i
+        for i, m in enumerate(body):
+            emit(m)
+            dead = [s for s in nodes[m].inputs if last.get(s) == i]
+            dead += [nodes[m].out_base + j for j in range(nodes[m].num_outputs)
+                     if nodes[m].out_base + j in last and last[nodes[m].out_base + j] is None]
+            if dead:
+                lines.append(f"        del {', '.join(f'v{s}' for s in dict.fromkeys(dead))}")
         for m in spec["merges"]:
             _, nx, k = spec["merge_init"][m]
             lines.append(f"        v{nodes[m].out_base} = {ref(nodes[nx].inputs[0], False)}")
