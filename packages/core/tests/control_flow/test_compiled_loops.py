@@ -212,3 +212,30 @@ def test_jit_level_off_keeps_loops_on_the_frames_executor():
     with kf.Session(config=cfg) as s:
         got, ops = _traced_ops(s, out)
     assert got == 3 and _compiled_loops(ops) == []
+
+
+def _two_matmul_loop(a_val, b_val):
+    a = kf.placeholder(kf.float64, None)
+    b = kf.placeholder(kf.float64, None)
+
+    def body(i, x, y):
+        # Two independent matmuls per iteration: the first runs beside the second (loops.py).
+        return i + 1, kf.matmul(a, x, name="first_mm"), kf.matmul(y, b, name="second_mm")
+    out = kf.while_loop(lambda i, x, y: i < 3, body, [kf.constant(0), kf.eye(2, dtype=kf.float64),
+                                                        kf.eye(2, dtype=kf.float64)],
+                        shape_invariants=[kf.TensorShape([]), kf.TensorShape(None), kf.TensorShape(None)])
+    with kf.Session() as s:
+        return s.run(out, {a: a_val, b: b_val})
+
+
+def test_independent_matmuls_of_an_iteration_give_the_sequential_result():
+    rng = np.random.RandomState(0)
+    av, bv = rng.randn(2, 2), rng.randn(2, 2)
+    _, x, y = _two_matmul_loop(av, bv)
+    np.testing.assert_allclose(x, np.linalg.matrix_power(av, 3), rtol=1e-12)
+    np.testing.assert_allclose(y, np.linalg.matrix_power(bv, 3), rtol=1e-12)
+
+
+def test_error_in_a_kernel_run_beside_another_names_it():
+    with pytest.raises(errors.InvalidArgumentError, match="first_mm"):
+        _two_matmul_loop(np.ones((3, 3)), np.ones((2, 2)))

@@ -43,6 +43,7 @@ from __future__ import annotations
 import heapq
 import linecache
 import os
+import threading
 import time
 
 from kernflow.core.framework import errors
@@ -367,7 +368,7 @@ def _generate(plan, cf, spec, loop_node):
     members = spec["members"]
     level = spec["level"]
     g = {"_errors": errors, "_truth": _frames._truth, "_cancelled": _cancelled,
-         "_pc": time.perf_counter}
+         "_pc": time.perf_counter, "_launch": _Launched, "_pool": plan.pool}
     if plan.device is not None and getattr(plan.device, "has_device_memory", False):
         g["_to_host"], g["_to_device"] = plan.device.to_host, plan.device.to_device
     init_vals = plan._init_vals
@@ -383,6 +384,8 @@ def _generate(plan, cf, spec, loop_node):
     def variant(traced: bool):
         lines = ["def _loop(_ins, _ctx, _cm, _fid" + (", _rec" if traced else "") + "):"]
         line_node = {}
+        body = [m for m in members if level[m] == "B"]
+        launched = set() if traced or plan.pool is None else _overlapping(body, nodes, kind)
 
         def record(m, value, indent="        "):
             # A traced step records the control-flow nodes too, as the frames executor does.
@@ -433,6 +436,10 @@ def _generate(plan, cf, spec, loop_node):
             if nd.needs_ctx:
                 args.insert(0, "_c")
             g[f"k{m}"] = nd.compute
+            if m in launched:       # runs on an inter-op thread; its value is taken before first use
+                line_node[len(lines) + 1] = nd
+                lines.append(f"        _a{m} = _launch(_pool, k{m}, ({', '.join(args)},))")
+                return
             call = f"k{m}({', '.join(args)})"
             if nd.num_outputs == 0:
                 stmt = call
@@ -459,7 +466,6 @@ def _generate(plan, cf, spec, loop_node):
         lines.append("            break")
         # Body values are released after their last reader in the body (as the frames executor drops
         # an iteration's inputs), except those handed to the next iteration.
-        body = [m for m in members if level[m] == "B"]
         carried = {nodes[spec["merge_init"][m][1]].inputs[0] for m in spec["merges"]}
         produced = {nodes[m].out_base + i for m in body if kind[m] != _K._NEXT
                     for i in range(nodes[m].num_outputs)} - carried
@@ -468,13 +474,23 @@ def _generate(plan, cf, spec, loop_node):
             for s in nodes[m].inputs:
                 if s in last:
                     last[s] = i
+        waits = _wait_points(body, nodes, launched)
+
+        def take(x):
+            line_node[len(lines) + 1] = nodes[x]
+            lines.append(f"        v{nodes[x].out_base} = _a{x}.get()")
+
         for i, m in enumerate(body):
+            for x in waits.get(i, ()):
+                take(x)
             emit(m)
             dead = [s for s in nodes[m].inputs if last.get(s) == i]
             dead += [nodes[m].out_base + j for j in range(nodes[m].num_outputs)
                      if nodes[m].out_base + j in last and last[nodes[m].out_base + j] is None]
             if dead:
                 lines.append(f"        del {', '.join(f'v{s}' for s in dict.fromkeys(dead))}")
+        for x in waits.get(len(body), ()):
+            take(x)
         for m in spec["merges"]:
             _, nx, k = spec["merge_init"][m]
             lines.append(f"        v{nodes[m].out_base} = {ref(nodes[nx].inputs[0], False)}")
@@ -505,6 +521,103 @@ def _generate(plan, cf, spec, loop_node):
         if not traced:
             source = src
     return CompiledLoop(spec["name"], spec["frame"], fns[0], fns[1], plan.device, source)
+
+
+# Kernels worth running beside another one of the same iteration: pure, GIL-free numeric work.
+_OVERLAPPABLE = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "Conv2D", "Conv2DBackpropInput",
+                           "Conv2DBackpropFilter", "Conv3D", "DepthwiseConv2dNative"})
+
+
+def _overlapping(body, nodes, kind) -> set:
+    """Body members to launch on an inter-op thread: an overlappable kernel that a later one of the
+    same iteration does not depend on (an RNN's weight gradient beside its input gradient)."""
+    index = {m: i for i, m in enumerate(body)}
+    producer = {}
+    for m in body:
+        for j in range(nodes[m].num_outputs):
+            producer[nodes[m].out_base + j] = m
+    anc = {}
+    for m in body:
+        a = 0
+        preds = [producer[s] for s in nodes[m].inputs if s in producer]
+        preds += [c for c in nodes[m].ctrl_inputs if c in index]
+        for p in preds:
+            a |= anc[p] | (1 << index[p])
+        anc[m] = a
+    cands = [m for m in body if kind[m] == _K._NORMAL and nodes[m].op_type in _OVERLAPPABLE
+             and not nodes[m].needs_ctx and not nodes[m].is_async and nodes[m].num_outputs == 1]
+    # x is launched when a kernel that runs inline on the loop's thread before x's value is needed
+    # does not depend on x: the two then run at once.
+    out = set()
+    for x in cands:
+        w = _first_reader(body, nodes, x)
+        if any(y not in out and index[x] < index[y] < w and not (anc[y] >> index[x]) & 1
+               for y in cands):
+            out.add(x)
+    return out
+
+
+def _first_reader(body, nodes, x) -> int:
+    """Position in `body` of the first data or control reader of member x (len(body): none)."""
+    slot = nodes[x].out_base
+    for i in range(body.index(x) + 1, len(body)):
+        m = body[i]
+        if slot in nodes[m].inputs or x in nodes[m].ctrl_inputs:
+            return i
+    return len(body)
+
+
+def _wait_points(body, nodes, launched) -> dict:
+    """Body position -> launched members whose value must be taken before that statement (its first
+    data or control reader); len(body) for those read only by the next iteration."""
+    waits: dict = {}
+    for x in launched:
+        waits.setdefault(_first_reader(body, nodes, x), []).append(x)
+    return waits
+
+
+class _Launched:
+    """A kernel call handed to the inter-op pool. Whoever comes first runs it: a pool thread, or the
+    loop itself when it needs the value before any pool thread got to it (a busy pool never stalls
+    the loop)."""
+
+    __slots__ = ("_fn", "_args", "_lock", "_claimed", "_done", "_value", "_error")
+
+    def __init__(self, pool, fn, args):
+        self._fn, self._args = fn, args
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._done = threading.Event()
+        self._value = self._error = None
+        pool.schedule(self._from_pool)
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    def _run(self):
+        try:
+            self._value = self._fn(*self._args)
+        except BaseException as e:  # noqa: BLE001 - raised where the loop takes the value
+            self._error = e
+        self._args = None
+        self._done.set()
+
+    def _from_pool(self):
+        if self._claim():
+            self._run()
+
+    def get(self):
+        if self._claim():
+            self._run()
+        else:
+            self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _switch_of(plan, slot) -> int:
