@@ -358,27 +358,36 @@ def _compile_straight_line(plan: ExecutorPlan):
     lines.append(f"    return [{', '.join(rets)}]")
     src = "\n".join(lines) + "\n"
     filename = f"<kernflow plan {plan.id} on {plan.device.name if plan.device else '?'}>"
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-    code = compile(src, filename, "exec")
-    exec(code, g)  # noqa: S102 - source generated above from the plan, no user text
-    inner = g["_run"]
+    inner = exec_generated(src, filename, g)["_run"]
 
     def run(args, ctx):
         try:
             return inner(args, ctx)
         except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the node
-            tb = e.__traceback__
-            node = None
-            while tb is not None:
-                if tb.tb_frame.f_code.co_filename == filename:
-                    node = line_node.get(tb.tb_lineno)
-                tb = tb.tb_next
-            raise _node_error(e, node) from e
+            raise _node_error(e, generated_line_node(e, filename, line_node)) from e
 
     run.source = src
     run.namespace = g
     run.line_nodes = line_node
     return run
+
+
+def exec_generated(src: str, filename: str, namespace: dict) -> dict:
+    """Runs generated source into `namespace`, registered with linecache so tracebacks show it."""
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), namespace)  # noqa: S102 - generated from a plan, no user text
+    return namespace
+
+
+def generated_line_node(e: BaseException, filename: str, line_node: dict):
+    """The node of the innermost line of generated code `filename` in e's traceback (or None)."""
+    tb = e.__traceback__
+    node = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            node = line_node.get(tb.tb_lineno)
+        tb = tb.tb_next
+    return node
 
 
 def _static_elements(nd, num_outputs) -> list:

@@ -41,13 +41,13 @@ executor.
 from __future__ import annotations
 
 import heapq
-import linecache
 import os
 import threading
 import time
 
 from kernflow.core.framework import errors
 from kernflow.core.runtime import frames as _frames
+from kernflow.core.runtime.executor import exec_generated
 
 __all__ = ["ENABLED", "CompiledLoop", "compile_loops"]
 
@@ -514,9 +514,7 @@ def _generate(plan, cf, spec, loop_node):
         lines, line_node = variant(traced)
         src = "\n".join(lines) + "\n"
         filename = f"<kernflow loop {spec['name']} of plan {plan.id}{' traced' if traced else ''}>"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        ns = dict(g)
-        exec(compile(src, filename, "exec"), ns)  # noqa: S102 - generated from the plan, no user text
+        ns = exec_generated(src, filename, dict(g))
         fns.append(_with_node_errors(ns["_loop"], filename, line_node, len(spec["exits"])))
         if not traced:
             source = src
@@ -628,7 +626,7 @@ def _switch_of(plan, slot) -> int:
 
 
 def _with_node_errors(inner, filename, line_node, n_out):
-    from kernflow.core.runtime.executor import _node_error
+    from kernflow.core.runtime.executor import _node_error, generated_line_node
 
     def run(*args):
         try:
@@ -638,12 +636,6 @@ def _with_node_errors(inner, filename, line_node, n_out):
         except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the member node
             if isinstance(e, errors.OpError) and "[[{{node " in e.message:
                 raise
-            tb = e.__traceback__
-            node = None
-            while tb is not None:
-                if tb.tb_frame.f_code.co_filename == filename:
-                    node = line_node.get(tb.tb_lineno)
-                tb = tb.tb_next
-            raise _node_error(e, node) from e
+            raise _node_error(e, generated_line_node(e, filename, line_node)) from e
         return out[0] if n_out == 1 else out
     return run
