@@ -53,7 +53,7 @@ from kernflow.core.plugins import manager
 from kernflow.core.protobuf import graph_pb2
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
-from kernflow.core.runtime.direct_session import StepStatsCollector
+from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of, parse_key
 
@@ -75,6 +75,7 @@ class _DevicePlan:
     plan: object
     arg_positions: list      # position in RunGraphRequest.send of each of the plan's args
     retval_positions: list   # position in RunGraphResponse.recv of each of the plan's retvals
+    graph_def: object = None  # the partition (labels and costs of traced steps)
 
 
 @dataclasses.dataclass
@@ -293,7 +294,8 @@ class Worker:
                                                       f"{dev_name}: {type(e).__name__}: {e}") from e
                 a = sorted((nd.attr["index"].i, nd.name) for nd in part.node if nd.op == "_Arg")
                 r = sorted((nd.attr["index"].i, nd.name) for nd in part.node if nd.op == "_Retval")
-                plans.append(_DevicePlan(dev, plan, [arg_pos[n] for _, n in a], [ret_pos[n] for _, n in r]))
+                plans.append(_DevicePlan(dev, plan, [arg_pos[n] for _, n in a], [ret_pos[n] for _, n in r],
+                                         part))
             handle = f"{self.job}-{self.task}-g{next(self._handle_ids)}-{secrets.token_hex(4)}"
             g = _Graph(handle, session, plans, [nd.attr["T"].type for _, nd in args],
                        [nd.name for _, nd in rets],
@@ -440,7 +442,8 @@ class Worker:
             if limit_s is not None:
                 d = time.monotonic() + limit_s
                 rdv.deadline = d if rdv.deadline is None else max(rdv.deadline, d)
-        collector = StepStatsCollector(self.cost_model) if req.collect_stats else None
+        collector = StepStatsCollector(self.cost_model, {dp.device.name: dp.graph_def for dp in g.plans}) \
+            if req.collect_stats else None
         finished = []
         if on_cancel is not None:
             def caller_gone():
@@ -468,7 +471,7 @@ class Worker:
         for name, v in zip(recv_key or g.retval_names, results):
             codec.tensor_to_proto(v, out=recv.add(name=name).tensor)
         if collector is not None:
-            collector.finalize(resp.step_stats)
+            collector.finalize(resp.step_stats, resp.cost_graph)
         return resp
 
     def _execute(self, g: _Graph, feeds, rdv: WorkerRendezvous, collector, limit_s):

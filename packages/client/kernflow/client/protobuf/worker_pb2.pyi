@@ -1,4 +1,5 @@
 from kernflow.core.protobuf import config_pb2 as _config_pb2
+from kernflow.core.protobuf import cost_graph_pb2 as _cost_graph_pb2
 from kernflow.core.protobuf import graph_pb2 as _graph_pb2
 from kernflow.core.protobuf import step_stats_pb2 as _step_stats_pb2
 from kernflow.core.protobuf import tensor_pb2 as _tensor_pb2
@@ -37,18 +38,28 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     RECV_TENSOR_BYTES_SERVED_FIELD_NUMBER: _ClassVar[int]
     RECV_TENSOR_CALLS_SERVED_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_RUNS_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_RUNS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
     recv_tensor_bytes_served: int
     recv_tensor_calls_served: int
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ...) -> None: ...
+    graph_runs: int
+    graph_runs_failed: int
+    last_error: str
+    last_error_time_ms: int
+    start_time_ms: int
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")
@@ -97,16 +108,18 @@ class RunGraphRequest(_message.Message):
     def __init__(self, session_handle: _Optional[str] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., send: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., collect_stats: _Optional[bool] = ..., timeout_in_ms: _Optional[int] = ...) -> None: ...
 
 class RunGraphResponse(_message.Message):
-    __slots__ = ("recv", "step_stats", "status_code", "status_error_message")
+    __slots__ = ("recv", "step_stats", "status_code", "status_error_message", "cost_graph")
     RECV_FIELD_NUMBER: _ClassVar[int]
     STEP_STATS_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COST_GRAPH_FIELD_NUMBER: _ClassVar[int]
     recv: _containers.RepeatedCompositeFieldContainer[NamedTensor]
     step_stats: _step_stats_pb2.StepStats
     status_code: int
     status_error_message: str
-    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ...) -> None: ...
+    cost_graph: _cost_graph_pb2.CostGraphDef
+    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
     __slots__ = ("step_id", "rendezvous_key")

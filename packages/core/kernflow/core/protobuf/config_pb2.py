@@ -22,11 +22,12 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from kernflow.core.protobuf import cost_graph_pb2 as kernflow_dot_core_dot_protobuf_dot_cost__graph__pb2
 from kernflow.core.protobuf import graph_pb2 as kernflow_dot_core_dot_protobuf_dot_graph__pb2
 from kernflow.core.protobuf import step_stats_pb2 as kernflow_dot_core_dot_protobuf_dot_step__stats__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#kernflow/core/protobuf/config.proto\x12\x16kernflow.core.protobuf\x1a\"kernflow/core/protobuf/graph.proto\x1a\'kernflow/core/protobuf/step_stats.proto\"h\n\nGPUOptions\x12\'\n\x1fper_process_gpu_memory_fraction\x18\x01 \x01(\x01\x12\x14\n\x0c\x61llow_growth\x18\x04 \x01(\x08\x12\x1b\n\x13visible_device_list\x18\x05 \x01(\t\"\x92\x02\n\x10OptimizerOptions\x12+\n#do_common_subexpression_elimination\x18\x01 \x01(\x08\x12\x1b\n\x13\x64o_constant_folding\x18\x02 \x01(\x08\x12\x1c\n\x14\x64o_function_inlining\x18\x04 \x01(\x08\x12Q\n\x10global_jit_level\x18\x05 \x01(\x0e\x32\x37.kernflow.core.protobuf.OptimizerOptions.GlobalJitLevel\"C\n\x0eGlobalJitLevel\x12\x0b\n\x07\x44\x45\x46\x41ULT\x10\x00\x12\x10\n\x03OFF\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x08\n\x04ON_1\x10\x01\x12\x08\n\x04ON_2\x10\x02\"\xa5\x01\n\x0cGraphOptions\x12\x43\n\x11optimizer_options\x18\x03 \x01(\x0b\x32(.kernflow.core.protobuf.OptimizerOptions\x12\x1e\n\x16\x65nable_recv_scheduling\x18\x02 \x01(\x08\x12\x14\n\x0cinfer_shapes\x18\x05 \x01(\x08\x12\x1a\n\x12place_pruned_graph\x18\x06 \x01(\x08\"\xff\x03\n\x0b\x43onfigProto\x12J\n\x0c\x64\x65vice_count\x18\x01 \x03(\x0b\x32\x34.kernflow.core.protobuf.ConfigProto.DeviceCountEntry\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x05 \x01(\x05\x12\x1f\n\x17use_per_session_threads\x18\t \x01(\x08\x12\x18\n\x10placement_period\x18\x03 \x01(\x05\x12\x16\n\x0e\x64\x65vice_filters\x18\x04 \x03(\t\x12\x37\n\x0bgpu_options\x18\x06 \x01(\x0b\x32\".kernflow.core.protobuf.GPUOptions\x12\x1c\n\x14\x61llow_soft_placement\x18\x07 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x08 \x01(\x08\x12;\n\rgraph_options\x18\n \x01(\x0b\x32$.kernflow.core.protobuf.GraphOptions\x12\x1f\n\x17operation_timeout_in_ms\x18\x0b \x01(\x03\x1a\x32\n\x10\x44\x65viceCountEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xa6\x02\n\nRunOptions\x12\x42\n\x0btrace_level\x18\x01 \x01(\x0e\x32-.kernflow.core.protobuf.RunOptions.TraceLevel\x12\x15\n\rtimeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14inter_op_thread_pool\x18\x03 \x01(\x05\x12\x1f\n\x17output_partition_graphs\x18\x05 \x01(\x08\x12*\n\"report_tensor_allocations_upon_oom\x18\x07 \x01(\x08\"R\n\nTraceLevel\x12\x0c\n\x08NO_TRACE\x10\x00\x12\x12\n\x0eSOFTWARE_TRACE\x10\x01\x12\x12\n\x0eHARDWARE_TRACE\x10\x02\x12\x0e\n\nFULL_TRACE\x10\x03\"\xba\x01\n\x0bRunMetadata\x12\x35\n\nstep_stats\x18\x01 \x01(\x0b\x32!.kernflow.core.protobuf.StepStats\x12\x38\n\ncost_graph\x18\x02 \x01(\x0b\x32$.kernflow.core.protobuf.CostGraphDef\x12:\n\x10partition_graphs\x18\x03 \x03(\x0b\x32 .kernflow.core.protobuf.GraphDef\"\x83\x01\n\x0c\x43ostGraphDef\x12\x37\n\x04node\x18\x01 \x03(\x0b\x32).kernflow.core.protobuf.CostGraphDef.Node\x1a:\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x14\n\x0c\x63ompute_cost\x18\t \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#kernflow/core/protobuf/config.proto\x12\x16kernflow.core.protobuf\x1a\'kernflow/core/protobuf/cost_graph.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a\'kernflow/core/protobuf/step_stats.proto\"h\n\nGPUOptions\x12\'\n\x1fper_process_gpu_memory_fraction\x18\x01 \x01(\x01\x12\x14\n\x0c\x61llow_growth\x18\x04 \x01(\x08\x12\x1b\n\x13visible_device_list\x18\x05 \x01(\t\"\x92\x02\n\x10OptimizerOptions\x12+\n#do_common_subexpression_elimination\x18\x01 \x01(\x08\x12\x1b\n\x13\x64o_constant_folding\x18\x02 \x01(\x08\x12\x1c\n\x14\x64o_function_inlining\x18\x04 \x01(\x08\x12Q\n\x10global_jit_level\x18\x05 \x01(\x0e\x32\x37.kernflow.core.protobuf.OptimizerOptions.GlobalJitLevel\"C\n\x0eGlobalJitLevel\x12\x0b\n\x07\x44\x45\x46\x41ULT\x10\x00\x12\x10\n\x03OFF\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x08\n\x04ON_1\x10\x01\x12\x08\n\x04ON_2\x10\x02\"\xa5\x01\n\x0cGraphOptions\x12\x43\n\x11optimizer_options\x18\x03 \x01(\x0b\x32(.kernflow.core.protobuf.OptimizerOptions\x12\x1e\n\x16\x65nable_recv_scheduling\x18\x02 \x01(\x08\x12\x14\n\x0cinfer_shapes\x18\x05 \x01(\x08\x12\x1a\n\x12place_pruned_graph\x18\x06 \x01(\x08\"\xff\x03\n\x0b\x43onfigProto\x12J\n\x0c\x64\x65vice_count\x18\x01 \x03(\x0b\x32\x34.kernflow.core.protobuf.ConfigProto.DeviceCountEntry\x12$\n\x1cintra_op_parallelism_threads\x18\x02 \x01(\x05\x12$\n\x1cinter_op_parallelism_threads\x18\x05 \x01(\x05\x12\x1f\n\x17use_per_session_threads\x18\t \x01(\x08\x12\x18\n\x10placement_period\x18\x03 \x01(\x05\x12\x16\n\x0e\x64\x65vice_filters\x18\x04 \x03(\t\x12\x37\n\x0bgpu_options\x18\x06 \x01(\x0b\x32\".kernflow.core.protobuf.GPUOptions\x12\x1c\n\x14\x61llow_soft_placement\x18\x07 \x01(\x08\x12\x1c\n\x14log_device_placement\x18\x08 \x01(\x08\x12;\n\rgraph_options\x18\n \x01(\x0b\x32$.kernflow.core.protobuf.GraphOptions\x12\x1f\n\x17operation_timeout_in_ms\x18\x0b \x01(\x03\x1a\x32\n\x10\x44\x65viceCountEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xa6\x02\n\nRunOptions\x12\x42\n\x0btrace_level\x18\x01 \x01(\x0e\x32-.kernflow.core.protobuf.RunOptions.TraceLevel\x12\x15\n\rtimeout_in_ms\x18\x02 \x01(\x03\x12\x1c\n\x14inter_op_thread_pool\x18\x03 \x01(\x05\x12\x1f\n\x17output_partition_graphs\x18\x05 \x01(\x08\x12*\n\"report_tensor_allocations_upon_oom\x18\x07 \x01(\x08\"R\n\nTraceLevel\x12\x0c\n\x08NO_TRACE\x10\x00\x12\x12\n\x0eSOFTWARE_TRACE\x10\x01\x12\x12\n\x0eHARDWARE_TRACE\x10\x02\x12\x0e\n\nFULL_TRACE\x10\x03\"\xba\x01\n\x0bRunMetadata\x12\x35\n\nstep_stats\x18\x01 \x01(\x0b\x32!.kernflow.core.protobuf.StepStats\x12\x38\n\ncost_graph\x18\x02 \x01(\x0b\x32$.kernflow.core.protobuf.CostGraphDef\x12:\n\x10partition_graphs\x18\x03 \x03(\x0b\x32 .kernflow.core.protobuf.GraphDefb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,26 +36,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._loaded_options = None
   _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_options = b'8\001'
-  _globals['_GPUOPTIONS']._serialized_start=140
-  _globals['_GPUOPTIONS']._serialized_end=244
-  _globals['_OPTIMIZEROPTIONS']._serialized_start=247
-  _globals['_OPTIMIZEROPTIONS']._serialized_end=521
-  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_start=454
-  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_end=521
-  _globals['_GRAPHOPTIONS']._serialized_start=524
-  _globals['_GRAPHOPTIONS']._serialized_end=689
-  _globals['_CONFIGPROTO']._serialized_start=692
-  _globals['_CONFIGPROTO']._serialized_end=1203
-  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_start=1153
-  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_end=1203
-  _globals['_RUNOPTIONS']._serialized_start=1206
-  _globals['_RUNOPTIONS']._serialized_end=1500
-  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_start=1418
-  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_end=1500
-  _globals['_RUNMETADATA']._serialized_start=1503
-  _globals['_RUNMETADATA']._serialized_end=1689
-  _globals['_COSTGRAPHDEF']._serialized_start=1692
-  _globals['_COSTGRAPHDEF']._serialized_end=1823
-  _globals['_COSTGRAPHDEF_NODE']._serialized_start=1765
-  _globals['_COSTGRAPHDEF_NODE']._serialized_end=1823
+  _globals['_GPUOPTIONS']._serialized_start=181
+  _globals['_GPUOPTIONS']._serialized_end=285
+  _globals['_OPTIMIZEROPTIONS']._serialized_start=288
+  _globals['_OPTIMIZEROPTIONS']._serialized_end=562
+  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_start=495
+  _globals['_OPTIMIZEROPTIONS_GLOBALJITLEVEL']._serialized_end=562
+  _globals['_GRAPHOPTIONS']._serialized_start=565
+  _globals['_GRAPHOPTIONS']._serialized_end=730
+  _globals['_CONFIGPROTO']._serialized_start=733
+  _globals['_CONFIGPROTO']._serialized_end=1244
+  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_start=1194
+  _globals['_CONFIGPROTO_DEVICECOUNTENTRY']._serialized_end=1244
+  _globals['_RUNOPTIONS']._serialized_start=1247
+  _globals['_RUNOPTIONS']._serialized_end=1541
+  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_start=1459
+  _globals['_RUNOPTIONS_TRACELEVEL']._serialized_end=1541
+  _globals['_RUNMETADATA']._serialized_start=1544
+  _globals['_RUNMETADATA']._serialized_end=1730
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from kernflow.core.protobuf import cost_graph_pb2 as _cost_graph_pb2
 from kernflow.core.protobuf import graph_pb2 as _graph_pb2
 from kernflow.core.protobuf import step_stats_pb2 as _step_stats_pb2
 from google.protobuf.internal import containers as _containers
@@ -116,21 +117,6 @@ class RunMetadata(_message.Message):
     COST_GRAPH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_GRAPHS_FIELD_NUMBER: _ClassVar[int]
     step_stats: _step_stats_pb2.StepStats
-    cost_graph: CostGraphDef
+    cost_graph: _cost_graph_pb2.CostGraphDef
     partition_graphs: _containers.RepeatedCompositeFieldContainer[_graph_pb2.GraphDef]
-    def __init__(self, step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., cost_graph: _Optional[_Union[CostGraphDef, _Mapping]] = ..., partition_graphs: _Optional[_Iterable[_Union[_graph_pb2.GraphDef, _Mapping]]] = ...) -> None: ...
-
-class CostGraphDef(_message.Message):
-    __slots__ = ("node",)
-    class Node(_message.Message):
-        __slots__ = ("name", "device", "compute_cost")
-        NAME_FIELD_NUMBER: _ClassVar[int]
-        DEVICE_FIELD_NUMBER: _ClassVar[int]
-        COMPUTE_COST_FIELD_NUMBER: _ClassVar[int]
-        name: str
-        device: str
-        compute_cost: int
-        def __init__(self, name: _Optional[str] = ..., device: _Optional[str] = ..., compute_cost: _Optional[int] = ...) -> None: ...
-    NODE_FIELD_NUMBER: _ClassVar[int]
-    node: _containers.RepeatedCompositeFieldContainer[CostGraphDef.Node]
-    def __init__(self, node: _Optional[_Iterable[_Union[CostGraphDef.Node, _Mapping]]] = ...) -> None: ...
+    def __init__(self, step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ..., partition_graphs: _Optional[_Iterable[_Union[_graph_pb2.GraphDef, _Mapping]]] = ...) -> None: ...

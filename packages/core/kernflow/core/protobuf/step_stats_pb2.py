@@ -22,23 +22,39 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from kernflow.core.protobuf import allocation_description_pb2 as kernflow_dot_core_dot_protobuf_dot_allocation__description__pb2
+from kernflow.core.protobuf import tensor_description_pb2 as kernflow_dot_core_dot_protobuf_dot_tensor__description__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'kernflow/core/protobuf/step_stats.proto\x12\x16kernflow.core.protobuf\"V\n\x13\x41llocatorMemoryUsed\x12\x16\n\x0e\x61llocator_name\x18\x01 \x01(\t\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x12\n\npeak_bytes\x18\x03 \x01(\x03\"Q\n\nNodeOutput\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x17\n\x0frequested_bytes\x18\x04 \x01(\x03\"\xd7\x02\n\rNodeExecStats\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x18\n\x10\x61ll_start_micros\x18\x02 \x01(\x03\x12\x1b\n\x13op_start_rel_micros\x18\x03 \x01(\x03\x12\x19\n\x11op_end_rel_micros\x18\x04 \x01(\x03\x12\x1a\n\x12\x61ll_end_rel_micros\x18\x05 \x01(\x03\x12;\n\x06memory\x18\x06 \x03(\x0b\x32+.kernflow.core.protobuf.AllocatorMemoryUsed\x12\x32\n\x06output\x18\x07 \x03(\x0b\x32\".kernflow.core.protobuf.NodeOutput\x12\x16\n\x0etimeline_label\x18\x08 \x01(\t\x12\x18\n\x10scheduled_micros\x18\t \x01(\x03\x12\x11\n\tthread_id\x18\n \x01(\r\x12\x0f\n\x07op_type\x18\x0b \x01(\t\"\\\n\x0f\x44\x65viceStepStats\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x39\n\nnode_stats\x18\x02 \x03(\x0b\x32%.kernflow.core.protobuf.NodeExecStats\"G\n\tStepStats\x12:\n\tdev_stats\x18\x01 \x03(\x0b\x32\'.kernflow.core.protobuf.DeviceStepStatsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'kernflow/core/protobuf/step_stats.proto\x12\x16kernflow.core.protobuf\x1a\x33kernflow/core/protobuf/allocation_description.proto\x1a/kernflow/core/protobuf/tensor_description.proto\"=\n\x10\x41llocationRecord\x12\x14\n\x0c\x61lloc_micros\x18\x01 \x01(\x03\x12\x13\n\x0b\x61lloc_bytes\x18\x02 \x01(\x03\"\xd0\x01\n\x13\x41llocatorMemoryUsed\x12\x16\n\x0e\x61llocator_name\x18\x01 \x01(\t\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\x12\x12\n\npeak_bytes\x18\x03 \x01(\x03\x12\x12\n\nlive_bytes\x18\x04 \x01(\x03\x12\x44\n\x12\x61llocation_records\x18\x06 \x03(\x0b\x32(.kernflow.core.protobuf.AllocationRecord\x12\x1e\n\x16\x61llocator_bytes_in_use\x18\x05 \x01(\x03\"a\n\nNodeOutput\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\x45\n\x12tensor_description\x18\x03 \x01(\x0b\x32).kernflow.core.protobuf.TensorDescription\"\xec\x01\n\x0bMemoryStats\x12\x18\n\x10temp_memory_size\x18\x01 \x01(\x03\x12\x1e\n\x16persistent_memory_size\x18\x03 \x01(\x03\x12#\n\x1bpersistent_tensor_alloc_ids\x18\x05 \x03(\x03\x12#\n\x17\x64\x65vice_temp_memory_size\x18\x02 \x01(\x03\x42\x02\x18\x01\x12)\n\x1d\x64\x65vice_persistent_memory_size\x18\x04 \x01(\x03\x42\x02\x18\x01\x12.\n\"device_persistent_tensor_alloc_ids\x18\x06 \x03(\x03\x42\x02\x18\x01\"\xe0\x04\n\rNodeExecStats\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x18\n\x10\x61ll_start_micros\x18\x02 \x01(\x03\x12\x1b\n\x13op_start_rel_micros\x18\x03 \x01(\x03\x12\x19\n\x11op_end_rel_micros\x18\x04 \x01(\x03\x12\x1a\n\x12\x61ll_end_rel_micros\x18\x05 \x01(\x03\x12;\n\x06memory\x18\x06 \x03(\x0b\x32+.kernflow.core.protobuf.AllocatorMemoryUsed\x12\x32\n\x06output\x18\x07 \x03(\x0b\x32\".kernflow.core.protobuf.NodeOutput\x12\x16\n\x0etimeline_label\x18\x08 \x01(\t\x12\x18\n\x10scheduled_micros\x18\t \x01(\x03\x12\x11\n\tthread_id\x18\n \x01(\r\x12H\n\x11referenced_tensor\x18\x0b \x03(\x0b\x32-.kernflow.core.protobuf.AllocationDescription\x12\x39\n\x0cmemory_stats\x18\x0c \x01(\x0b\x32#.kernflow.core.protobuf.MemoryStats\x12\x17\n\x0f\x61ll_start_nanos\x18\r \x01(\x03\x12\x1a\n\x12op_start_rel_nanos\x18\x0e \x01(\x03\x12\x18\n\x10op_end_rel_nanos\x18\x0f \x01(\x03\x12\x19\n\x11\x61ll_end_rel_nanos\x18\x10 \x01(\x03\x12\x17\n\x0fscheduled_nanos\x18\x11 \x01(\x03\x12\x10\n\x07op_type\x18\xe8\x07 \x01(\t\"\xe0\x01\n\x0f\x44\x65viceStepStats\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x39\n\nnode_stats\x18\x02 \x03(\x0b\x32%.kernflow.core.protobuf.NodeExecStats\x12N\n\x0cthread_names\x18\x03 \x03(\x0b\x32\x38.kernflow.core.protobuf.DeviceStepStats.ThreadNamesEntry\x1a\x32\n\x10ThreadNamesEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"G\n\tStepStats\x12:\n\tdev_stats\x18\x01 \x03(\x0b\x32\'.kernflow.core.protobuf.DeviceStepStatsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kernflow.core.protobuf.step_stats_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ALLOCATORMEMORYUSED']._serialized_start=67
-  _globals['_ALLOCATORMEMORYUSED']._serialized_end=153
-  _globals['_NODEOUTPUT']._serialized_start=155
-  _globals['_NODEOUTPUT']._serialized_end=236
-  _globals['_NODEEXECSTATS']._serialized_start=239
-  _globals['_NODEEXECSTATS']._serialized_end=582
-  _globals['_DEVICESTEPSTATS']._serialized_start=584
-  _globals['_DEVICESTEPSTATS']._serialized_end=676
-  _globals['_STEPSTATS']._serialized_start=678
-  _globals['_STEPSTATS']._serialized_end=749
+  _globals['_MEMORYSTATS'].fields_by_name['device_temp_memory_size']._loaded_options = None
+  _globals['_MEMORYSTATS'].fields_by_name['device_temp_memory_size']._serialized_options = b'\030\001'
+  _globals['_MEMORYSTATS'].fields_by_name['device_persistent_memory_size']._loaded_options = None
+  _globals['_MEMORYSTATS'].fields_by_name['device_persistent_memory_size']._serialized_options = b'\030\001'
+  _globals['_MEMORYSTATS'].fields_by_name['device_persistent_tensor_alloc_ids']._loaded_options = None
+  _globals['_MEMORYSTATS'].fields_by_name['device_persistent_tensor_alloc_ids']._serialized_options = b'\030\001'
+  _globals['_DEVICESTEPSTATS_THREADNAMESENTRY']._loaded_options = None
+  _globals['_DEVICESTEPSTATS_THREADNAMESENTRY']._serialized_options = b'8\001'
+  _globals['_ALLOCATIONRECORD']._serialized_start=169
+  _globals['_ALLOCATIONRECORD']._serialized_end=230
+  _globals['_ALLOCATORMEMORYUSED']._serialized_start=233
+  _globals['_ALLOCATORMEMORYUSED']._serialized_end=441
+  _globals['_NODEOUTPUT']._serialized_start=443
+  _globals['_NODEOUTPUT']._serialized_end=540
+  _globals['_MEMORYSTATS']._serialized_start=543
+  _globals['_MEMORYSTATS']._serialized_end=779
+  _globals['_NODEEXECSTATS']._serialized_start=782
+  _globals['_NODEEXECSTATS']._serialized_end=1390
+  _globals['_DEVICESTEPSTATS']._serialized_start=1393
+  _globals['_DEVICESTEPSTATS']._serialized_end=1617
+  _globals['_DEVICESTEPSTATS_THREADNAMESENTRY']._serialized_start=1567
+  _globals['_DEVICESTEPSTATS_THREADNAMESENTRY']._serialized_end=1617
+  _globals['_STEPSTATS']._serialized_start=1619
+  _globals['_STEPSTATS']._serialized_end=1690
 # @@protoc_insertion_point(module_scope)

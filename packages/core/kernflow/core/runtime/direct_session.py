@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -21,39 +20,12 @@ from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
 from kernflow.core.runtime.rendezvous import LocalRendezvous
+from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 
 __all__ = ["DirectSession", "StepStatsCollector"]
 
 _step_ids = itertools.count(1)
 _live_sessions: "weakref.WeakSet[DirectSession]" = weakref.WeakSet()
-
-
-class StepStatsCollector:
-    """Collects per-node timings of a traced step into a StepStats proto and the cost model."""
-
-    def __init__(self, cost_model):
-        self._lock = threading.Lock()
-        self._records = []
-        self._cost_model = cost_model
-        self._t0 = time.time() - time.perf_counter()
-
-    def record(self, device, node, start, end, out) -> None:
-        with self._lock:
-            self._records.append((device.name if device else "", device.device_type if device else "",
-                                  node.name, node.op_type, start, end, threading.get_ident()))
-
-    def finalize(self, step_stats) -> None:
-        by_dev = {}
-        for dev, dev_type, name, op, start, end, tid in self._records:
-            self._cost_model.record(name, dev_type, end - start)
-            ds = by_dev.get(dev)
-            if ds is None:
-                ds = by_dev[dev] = step_stats.dev_stats.add(device=dev)
-            st = int((self._t0 + start) * 1e6)
-            dur = int((end - start) * 1e6)
-            ds.node_stats.add(node_name=name, op_type=op, all_start_micros=st, op_start_rel_micros=0,
-                              op_end_rel_micros=dur, all_end_rel_micros=dur, thread_id=tid % (1 << 32),
-                              timeline_label=f"{name} = {op}()")
 
 
 class _Step:
@@ -87,6 +59,11 @@ class _Step:
                 if self.replay is not None:
                     run = self.replay
             self.fast = run
+
+
+def _graphs_by_device(step) -> dict:
+    """{device name: partition GraphDef} of a compiled step (a traced step's labels and costs)."""
+    return {plan.device.name: g for plan, g in zip(step.plans, step.partition_graphs)}
 
 
 class DirectSession:
@@ -206,11 +183,11 @@ class DirectSession:
                                                                    step.plans[0].device))
             collector = None
         else:
-            collector = StepStatsCollector(self.cost_model) if trace else None
+            collector = StepStatsCollector(self.cost_model, _graphs_by_device(step)) if trace else None
             results = self._run_dataflow(step, feed_values, collector, timeout)
         if run_metadata is not None:
             if collector is not None:
-                collector.finalize(run_metadata.step_stats)
+                collector.finalize(run_metadata.step_stats, run_metadata.cost_graph)
             if options is not None and options.output_partition_graphs:
                 for g in step.partition_graphs:
                     run_metadata.partition_graphs.add().CopyFrom(g)

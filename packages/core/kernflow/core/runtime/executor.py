@@ -532,7 +532,7 @@ class DataflowState:
         try:
             args = self._inputs(node)
             if node.is_async:
-                node.compute(self.ctx, args, lambda outs, n=node: self._async_done(n, outs))
+                node.compute(self.ctx, args, lambda outs, n=node: self._async_done(n, outs, t0))
                 return []
             compute = self.plan.dataflow_compute[node.id]
             if node.needs_ctx:
@@ -546,11 +546,14 @@ class DataflowState:
             collector.record(self.plan.device, node, t0, time.perf_counter(), out)
         return self._complete(node.id, out)
 
-    def _async_done(self, node, outs) -> None:
+    def _async_done(self, node, outs, t0: float = 0.0) -> None:
         if isinstance(outs, Exception):
             self.abort(_node_error(outs, node))
             self._process(self._complete(node.id, None, skip=True))
         else:
+            collector = self.ctx.collector
+            if collector is not None:   # (a Recv's span ends when its tensor arrived)
+                collector.record(self.plan.device, node, t0, time.perf_counter(), outs)
             self._process(self._complete(node.id, outs))
 
     def _complete(self, nid: int, out, skip: bool = False) -> list:

@@ -438,7 +438,8 @@ class FrameDataflowState:
             self.abort(_node_error(e, node))
             return self._finish_item(item, None)
         if collector is not None:
-            collector.record(self.plan.device, node, t0, time.perf_counter(), outs)
+            collector.record(self.plan.device, node, t0, time.perf_counter(),
+                             outs[0] if len(outs) == 1 else outs)
         return self._finish_item(item, outs)
 
     def _start_async(self, item) -> None:
@@ -446,6 +447,8 @@ class FrameDataflowState:
         local = self._local
         me = threading.get_ident()
         state = {"inline": True}
+        collector = self.ctx.collector
+        t0 = time.perf_counter() if collector is not None else 0.0
 
         def done(outs, _item=item):
             if isinstance(outs, Exception):
@@ -458,6 +461,8 @@ class FrameDataflowState:
                 res = []
             else:
                 res = list(outs)
+            if collector is not None and res is not None:
+                collector.record(self.plan.device, node, t0, time.perf_counter(), outs)
             ready = self._finish_item(_item, res)
             if state["inline"] and threading.get_ident() == me:
                 local.inline = ready    # completed during compute: continue on the caller's stack
