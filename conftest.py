@@ -27,3 +27,16 @@ def pytest_collection_modifyitems(config, items):
         return
     for it in gpu_items:
         it.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """Tests that call the CLI's `main()` in process configure logging (levels, a stderr handler);
+    later tests' `caplog` must see the default set-up again, so every test gets it back."""
+    import logging
+    root, kf = logging.getLogger(), logging.getLogger("kernflow")
+    saved = (root.level, list(root.handlers), kf.level)
+    yield
+    root.setLevel(saved[0])
+    root.handlers[:] = saved[1]
+    kf.setLevel(saved[2])

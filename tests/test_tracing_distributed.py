@@ -1,7 +1,7 @@
 """One trace per `Session.run` across the processes of a cluster (W3C context in gRPC metadata).
 
 Two `kernflow worker` processes, a `kernflow master` process and a client process, each exporting
-its spans as JSON lines (``KERNFLOW_TRACE=file:PATH``) into one file. One step whose graph spans both
+its spans as OTLP/JSON lines (``KERNFLOW_TRACE=file:PATH``) into one file. One step whose graph spans both
 workers with tensors crossing between them must give one trace:
 
     Session.run (client) -> Master.RunStep (master) -> RunGraph per task (master)
@@ -119,9 +119,9 @@ def cluster(tmp_path):
             p.stop()
 
 
-def _read_spans(path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def _read_spans(*paths) -> list[dict]:
+    from kernflow.core import trace_export
+    return trace_export.read_spans(paths)
 
 
 def test_one_trace_spans_client_master_workers_and_recv_tensor(cluster):
@@ -173,3 +173,83 @@ def test_one_trace_spans_client_master_workers_and_recv_tensor(cluster):
         assert parent["attributes"]["kernflow.rendezvous_key"] == s["attributes"]["kernflow.rendezvous_key"]
         assert s["attributes"]["kernflow.bytes"] == 8
 
+
+
+_CLUSTER_CLIENT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from kernflow.core import tracing_sdk
+    tracing_sdk.configure_from_env(service_name="client")
+    import kernflow.core as kf
+
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with kf.device("/job:ps/task:0"):
+            a = x * 2.0
+        with kf.device("/job:worker/task:0"):
+            b = a + 1.0
+    with kf.Session(sys.argv[1], graph=g) as sess:
+        print("result", sess.run(b, {x: np.array([1.0, 2.0], np.float32)}).tolist(), flush=True)
+""")
+
+
+def _kernflow(*argv, env=None, timeout=90):
+    return subprocess.run([sys.executable, "-m", "kernflow.core.cli", *argv], capture_output=True,
+                          text=True, timeout=timeout, env=env or dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+@pytest.mark.etcd
+@pytest.mark.timeout(180)
+def test_cluster_up_passes_tracing_down_and_a_step_exports_as_one_trace(tmp_path):
+    """`cluster up --trace file:DIR/{task}.jsonl`: one file per process, one trace per step, which
+    `kernflow trace export` turns into Chrome JSON with a process per service and flows between them."""
+    spans_dir, state_dir = tmp_path / "spans", tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNFLOW_")}
+    up = _kernflow("cluster", "up", "--ps", "1", "--workers", "1", "--cluster", "tr", "--state-dir",
+                   str(state_dir), "--timeout", "60", "--trace", f"file:{spans_dir}/{{task}}.jsonl",
+                   "--log-level", "info", env=env)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        target = next(line.split(": ", 1)[1] for line in up.stdout.splitlines()
+                      if line.startswith("target: "))
+        client_env = dict(env, KERNFLOW_TRACE=f"file:{spans_dir}/client.jsonl")
+        out = subprocess.run([sys.executable, "-c", _CLUSTER_CLIENT, target], env=client_env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "result [3.0, 5.0]" in out.stdout
+        state = json.loads((state_dir / "cluster.json").read_text())
+    finally:
+        if (state_dir / "cluster.json").exists():
+            _kernflow("cluster", "down", "--state-dir", str(state_dir), "--grace", "5", env=env)
+    # `up` traces itself too (cluster.jsonl) and records the options, so restarts keep them
+    assert sorted(p.name for p in spans_dir.iterdir()) == ["client.jsonl", "cluster.jsonl", "master.jsonl",
+                                                           "ps-0.jsonl", "worker-0.jsonl"]
+    passed = ["--trace", f"file:{spans_dir}/{{task}}.jsonl", "--log-level", "INFO"]
+    for rec in [state["master"], *state["tasks"]]:
+        i = rec["argv"].index("--trace")
+        assert rec["argv"][i:i + 4] == passed
+    spans = _read_spans(*sorted(spans_dir.iterdir()))
+    step = [s for s in spans if s["name"] == "Session.run"]
+    assert len(step) == 1
+    trace_spans = [s for s in spans if s["trace_id"] == step[0]["trace_id"]]
+    by_service = {s["service"] for s in trace_spans}
+    assert by_service == {"client", "kernflow-master", "kernflow-ps", "kernflow-worker"}, by_service
+    runs = {s["resource"]["kernflow.task"] for s in trace_spans if s["name"] == "Worker.RunGraph"}
+    assert runs == {"/job:ps/replica:0/task:0", "/job:worker/replica:0/task:0"}
+    assert all(s["resource"]["kernflow.cluster"] == "tr" for s in trace_spans if s["service"] != "client")
+
+    chrome = tmp_path / "step.json"
+    out = _kernflow("trace", "export", "--format", "chrome", "-o", str(chrome), "--trace-id",
+                    step[0]["trace_id"], *map(str, sorted(spans_dir.iterdir())), env=env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(chrome.read_text())
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert sorted(name.split(" ")[0] for name in procs.values()) == [
+        "client", "kernflow-master", "kernflow-ps", "kernflow-worker"]
+    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(xs) == len(trace_spans) and {e["args"]["trace_id"] for e in xs} == {step[0]["trace_id"]}
+    flows = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert len(flows) >= 3   # client -> master, and master -> each task (plus the RecvTensor pulls)
+    flow_pids = {(e["pid"]) for e in doc["traceEvents"] if e["ph"] in ("s", "f")}
+    assert flow_pids == set(procs)

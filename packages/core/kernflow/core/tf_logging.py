@@ -33,7 +33,9 @@ _counts_lock = _threading.Lock()
 
 
 def _ensure_handler() -> None:
-    if not _logger.handlers:
+    # Not when logging is configured already (the `kernflow` command's handler on the root logger):
+    # every line would show twice.
+    if not _logger.hasHandlers():
         handler = _logging.StreamHandler(_sys.stderr)
         handler.setFormatter(_logging.Formatter("%(levelname)s:kernflow:%(message)s"))
         _logger.addHandler(handler)

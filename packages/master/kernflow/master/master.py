@@ -31,6 +31,7 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import fusion
+from kernflow.core.runtime.cost_graph import merge_cost_graph
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import prune
@@ -44,6 +45,7 @@ from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, ca
 from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
 from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task, secondary
 from kernflow.master.step_routes import Routes
+from kernflow.master.task_health import TaskHealth
 from kernflow.master.threads import ElasticPool, call_all
 
 __all__ = ["Master"]
@@ -152,6 +154,7 @@ class Master:
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._pool = ElasticPool()
+        self.task_health = TaskHealth()   # logs a task going unreachable / coming back, once each
 
     # ------------------------------------------------------------------ plumbing
     def _worker(self, task: str):
@@ -166,8 +169,12 @@ class Master:
         def caller(task):
             return lambda: getattr(self._worker(task), method)(make_req(task), timeout=timeout_s)
         raw = call_all(self._pool, {t: caller(t) for t in tasks}, timeout_s + 1.0)
-        return {t: (res, None if err is None else as_op_error(err, f"{method} on task {t}"))
-                for t, (res, err) in raw.items()}
+        out = {t: (res, None if err is None else as_op_error(err, f"{method} on task {t}"))
+               for t, (res, err) in raw.items()}
+        if method == "get_status":   # every health check and device refresh goes through here
+            for t, (_, err) in out.items():
+                self.task_health.observe(t, err)
+        return out
 
     def _session(self, handle: str) -> _Session:
         s = self._sessions.get(handle)
@@ -599,6 +606,8 @@ class Master:
     def _fill_metadata(self, s: _Session, plan: _StepPlan, options, results: dict, metadata) -> None:
         if options is not None and options.trace_level > 0:
             self._record_stats(s, results, metadata.step_stats)
+            for task in sorted(results, key=task_sort_key):   # one id space over all tasks
+                merge_cost_graph(metadata.cost_graph, results[task].cost_graph)
         if options is not None and options.output_partition_graphs:
             for task in plan.tasks:
                 metadata.partition_graphs.add().CopyFrom(plan.graphs[task])

@@ -92,9 +92,32 @@ def build_etcd_master(table, config=None):
         known = t.known_tasks()
         if known and known != master.tasks:
             master.tasks = known  # read on every use by the Master; sorted like task_sort_key
+    registrations = _registration_health(master.task_health)
     table.add_listener(sync_tasks)
+    table.add_listener(registrations)
     sync_tasks(table)
+    registrations(table)
     return master
+
+
+def _registration_health(health):
+    """A `WorkerTable` listener telling `health` of each task whose etcd registration came or went."""
+    import threading
+    registered: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def on_change(table):
+        with lock:
+            now = {task: entry.get("address", "?") for task, entry in table.entries().items()}
+            for task in registered.keys() - now.keys():
+                health.unreachable_now(task, "its registration in etcd went away (the task stopped, "
+                                             "or its lease expired)")
+            for task, address in now.items():
+                if registered.get(task) != address:
+                    health.reachable(task, f"registered in etcd at {address}")
+            registered.clear()
+            registered.update(now)
+    return on_change
 
 
 def _run_etcd(args) -> int:
@@ -178,6 +201,12 @@ def _run(args) -> int:
     return 0
 
 
+def _identity(args):
+    from kernflow.core.process_identity import master_identity
+    return master_identity(args.cluster if getattr(args, "etcd", None) else None)
+
+
 @hookimpl
 def kernflow_register_commands(registry):
-    registry.register("master", "serve a master for a cluster of kernflow workers", _configure, _run)
+    registry.register("master", "serve a master for a cluster of kernflow workers", _configure, _run,
+                      identity=_identity)

@@ -25,7 +25,7 @@ import sys
 
 from kernflow.core.plugins import hookimpl
 
-__all__ = ["kernflow_register_commands", "configure", "run"]
+__all__ = ["kernflow_register_commands", "configure", "run", "identity"]
 
 
 def configure(parser) -> None:
@@ -136,7 +136,13 @@ def run(args) -> int:
     return 0
 
 
+def identity(args):
+    """The `ProcessIdentity` of this task: service kernflow-worker (kernflow-ps for job ps)."""
+    from kernflow.core.process_identity import task_identity
+    return task_identity(args.job, args.task, args.cluster if getattr(args, "etcd", None) else None)
+
+
 @hookimpl
 def kernflow_register_commands(registry):
     registry.register("worker", "serve one task of a kernflow cluster (the worker service)",
-                      configure, run)
+                      configure, run, identity=identity)

@@ -73,8 +73,10 @@ def kernflow_register_session_factories(registry):
 
 @hookspec
 def kernflow_register_commands(registry):
-    """Add `kernflow` CLI subcommands: ``registry.register(name, help, configure, run)``.
+    """Add `kernflow` CLI subcommands: ``registry.register(name, help, configure, run, identity=None)``.
 
     Called when the `kernflow` command starts. ``configure(argparse_parser)`` adds options;
-    ``run(args) -> int`` executes the command.
+    ``run(args) -> int`` executes the command; the optional ``identity(args)`` returns the
+    `ProcessIdentity` (service name, resource attributes) that tracing, metrics and logging are set
+    up with before ``run``. Every command also gets ``--trace``, ``--metrics`` and ``--log-level``.
     """

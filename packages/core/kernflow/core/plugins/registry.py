@@ -246,6 +246,7 @@ class Command:
     configure: Callable
     run: Callable
     site: str
+    identity: Callable | None = None
 
 
 class CommandRegistry:
@@ -254,9 +255,21 @@ class CommandRegistry:
     def __init__(self):
         self.commands: dict[str, Command] = {}
 
-    def register(self, name: str, help: str, configure: Callable, run: Callable) -> None:
+    def register(self, name: str, help: str, configure: Callable, run: Callable,
+                 identity: Callable | None = None) -> None:
+        """Adds a subcommand.
+
+        Args:
+            name: the subcommand (``kernflow NAME``).
+            help: one line for ``kernflow --help``.
+            configure: ``configure(argparse_parser)`` adds the command's options.
+            run: ``run(args) -> int`` executes it.
+            identity: ``identity(args) -> ProcessIdentity`` (`kernflow.core.process_identity`):
+                the service name and resource attributes that tracing, metrics and logging give
+                this process, from its parsed arguments (default: service ``kernflow-NAME``).
+        """
         site = call_site()
         if name in self.commands:
             raise ValueError(f"command {name!r} registered twice: first at "
                              f"{self.commands[name].site}, again at {site}")
-        self.commands[name] = Command(name, help, configure, run, site)
+        self.commands[name] = Command(name, help, configure, run, site, identity)
