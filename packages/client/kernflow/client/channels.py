@@ -20,6 +20,8 @@ import threading
 
 import grpc
 
+from kernflow.client import rpc_metrics
+
 __all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "get_channel", "get_stub", "evict",
            "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
@@ -68,7 +70,8 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
     """Registers `servicer` for every method of `service` on `server`, like the generated
     ``add_*Servicer_to_server``, except that the methods named in `raw_responses` have no response
     serializer: their handlers return (or yield) serialized messages, built without a protobuf
-    message (large tensor chunks whose payload would otherwise be copied twice more).
+    message (large tensor chunks whose payload would otherwise be copied twice more). Every
+    message's bytes, and every unary call's duration, are metered (`rpc_metrics.metered_handler`).
 
     Args:
         server: a `grpc.Server`.
@@ -81,16 +84,21 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
     for m in service.methods:
         make = _HANDLER_FACTORIES[(m.client_streaming, m.server_streaming)]
         response = message_factory.GetMessageClass(m.output_type)
-        handlers[m.name] = make(
-            getattr(servicer, m.name),
-            request_deserializer=message_factory.GetMessageClass(m.input_type).FromString,
-            response_serializer=None if m.name in raw_responses else response.SerializeToString)
+        behavior, deserialize, serialize = rpc_metrics.metered_handler(
+            f"/{service.full_name}/{m.name}", getattr(servicer, m.name),
+            message_factory.GetMessageClass(m.input_type).FromString,
+            None if m.name in raw_responses else response.SerializeToString,
+            unary=not (m.client_streaming or m.server_streaming))
+        handlers[m.name] = make(behavior, request_deserializer=deserialize, response_serializer=serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
 def get_channel(address: str) -> grpc.Channel:
-    """Returns the process-wide insecure channel to `address` ("host:port"), creating it once."""
+    """Returns the process-wide insecure channel to `address` ("host:port"), creating it once.
+
+    Its stubs count message bytes and time unary calls (`rpc_metrics.MeteredChannel`).
+    """
     ch = _channels.get(address)
     if ch is not None:
         return ch
@@ -101,7 +109,8 @@ def get_channel(address: str) -> grpc.Channel:
 def _channel_locked(address: str) -> grpc.Channel:
     ch = _channels.get(address)
     if ch is None:
-        ch = _channels[address] = grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+        ch = _channels[address] = rpc_metrics.MeteredChannel(
+            grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS)))
     return ch
 
 

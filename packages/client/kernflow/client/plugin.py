@@ -13,7 +13,10 @@ def kernflow_register_session_factories(registry):
 
 @hookimpl
 def kernflow_register_commands(registry):
-    """Adds ``kernflow cluster up`` / ``kernflow cluster down`` (a local cluster found through etcd)."""
-    from kernflow.client import cluster_cli
+    """Adds ``kernflow cluster up`` / ``kernflow cluster down`` (a local cluster found through etcd)
+    and ``kernflow top`` (a live view of a cluster's tasks)."""
+    from kernflow.client import cluster_cli, top_cli
     registry.register("cluster", "start or stop a local cluster (etcd, a master, tasks) on this machine",
                       cluster_cli.configure, cluster_cli.run)
+    registry.register("top", "a live view of a cluster's tasks: state, devices, steps/s, last error",
+                      top_cli.configure, top_cli.run)

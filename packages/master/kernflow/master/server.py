@@ -13,7 +13,7 @@ import threading
 import grpc
 
 from kernflow.client import channels
-from kernflow.client.protobuf import master_pb2_grpc
+from kernflow.client.protobuf import master_pb2
 from kernflow.core.framework import errors
 from kernflow.master.servicer import MasterServicer
 
@@ -48,7 +48,9 @@ class MasterServer:
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix="kernflow-master-rpc"),
             options=SERVER_OPTIONS)
-        master_pb2_grpc.add_MasterServiceServicer_to_server(MasterServicer(master), self._server)
+        # (channels.add_servicer: the generated registration, with metered message bytes)
+        channels.add_servicer(self._server, master_pb2.DESCRIPTOR.services_by_name["MasterService"],
+                              MasterServicer(master))
         for add in extra_servicers:
             add(self._server)
         try:

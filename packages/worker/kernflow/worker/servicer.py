@@ -17,11 +17,14 @@ registered with `add_to_server`, which sets no response serializer for that meth
 from __future__ import annotations
 
 import threading
+import time
 
 from kernflow.client import channels
+from kernflow.client.graph_stream import NOT_INLINE
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method, status_for_exception
+from kernflow.core.framework import errors
 
 __all__ = ["WorkerServicer", "add_to_server"]
 
@@ -36,10 +39,45 @@ def add_to_server(servicer, server) -> None:
                           raw_responses=RAW_RESPONSES)
 
 
+def _not_inline(exc: BaseException) -> bool:
+    """True for run_graph_inline's refusal (nothing ran: the caller uses RunGraph instead)."""
+    return isinstance(exc, errors.FailedPreconditionError) and str(exc.message).startswith(NOT_INLINE)
+
+
 def _remaining(context):
     """Seconds left before the RPC's deadline, or None when it has none."""
     t = context.time_remaining()
     return None if t is None or t > 1e8 else max(t, 0.001)
+
+
+class RunGraphStats:
+    """What GetStatus reports of the RunGraph calls a server finished: counts and the last failure."""
+
+    MAX_ERROR_CHARS = 1000
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.runs = 0
+        self.failed = 0
+        self.last_error = ""
+        self.last_error_time_ms = 0
+        self.start_time_ms = int(time.time() * 1000)
+
+    def finished(self, error: BaseException | None = None) -> None:
+        """Counts one RunGraph, failed with `error` when that is not None."""
+        with self._lock:
+            self.runs += 1
+            if error is not None:
+                self.failed += 1
+                self.last_error = f"{type(error).__name__}: {error}"[:self.MAX_ERROR_CHARS]
+                self.last_error_time_ms = int(time.time() * 1000)
+
+    def fill(self, resp: worker_pb2.GetStatusResponse) -> None:
+        """Writes the counts and the last failure into a GetStatusResponse."""
+        with self._lock:
+            resp.graph_runs, resp.graph_runs_failed = self.runs, self.failed
+            resp.last_error, resp.last_error_time_ms = self.last_error, self.last_error_time_ms
+        resp.start_time_ms = self.start_time_ms
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
@@ -54,12 +92,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._count_lock = threading.Lock()
         self.recv_tensor_bytes_served = 0
         self.recv_tensor_calls_served = 0
+        self.run_stats = RunGraphStats()   # RunGraph calls served (GetStatus reports them)
 
     @rpc_method
     def GetStatus(self, request, context):
         resp = self._worker.get_status(request)
         resp.recv_tensor_bytes_served = self.recv_tensor_bytes_served
         resp.recv_tensor_calls_served = self.recv_tensor_calls_served
+        self.run_stats.fill(resp)
         return resp
 
     @rpc_method
@@ -76,8 +116,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         # The worker registers a callback that aborts the step if the caller goes away while it
         # runs (not for a small inline step, which cannot block).
         with channels.attach_incoming_context(context):
-            return self._worker.run_graph(request, timeout=_remaining(context),
-                                          on_cancel=context.add_callback)
+            try:
+                resp = self._worker.run_graph(request, timeout=_remaining(context),
+                                              on_cancel=context.add_callback)
+            except Exception as e:
+                self.run_stats.finished(e)
+                raise
+        self.run_stats.finished()
+        return resp
 
     @rpc_method
     def RunGraphStream(self, request_iterator, context):
@@ -85,11 +131,16 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         # stream stays open for the next step.
         for request in request_iterator:
             try:
-                yield self._worker.run_graph_inline(request)
+                resp = self._worker.run_graph_inline(request)
             except Exception as e:  # noqa: BLE001 - reported in the response
+                if not _not_inline(e):
+                    self.run_stats.finished(e)
                 status, details = status_for_exception(e)
                 yield worker_pb2.RunGraphResponse(status_code=status.value[0],
                                                   status_error_message=details)
+                continue
+            self.run_stats.finished()
+            yield resp
 
     @rpc_method
     def RecvTensor(self, request, context):

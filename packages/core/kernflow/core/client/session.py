@@ -20,9 +20,12 @@ from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import sparse_tensor as _sparse
 from kernflow.core.plugins import manager
 from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
+from kernflow.core import telemetry
 from kernflow.core import tracing
 
 __all__ = ["Session", "InteractiveSession", "get_default_session"]
+
+_step_start = telemetry.step_start   # None unless a MeterProvider is installed (checked per step)
 
 
 # ---------------------------------------------------------------------------- fetch structure
@@ -261,6 +264,7 @@ class BaseSession:
         self._graph = graph
         self._target = target
         self._config = config
+        self._metric_attrs = telemetry.session_attributes(telemetry.REMOTE if target else telemetry.EMBEDDED)
         factory = manager.registries().session_factories.get(_split_target(target))
         self._impl = factory(target, graph, config)
         self._closed = False
@@ -356,11 +360,19 @@ class BaseSession:
                 fetch_names.append(el.name)
             else:
                 targets.append(el.name)
-        with tracing.session_run_span(len(elements)) as span:
-            values = self._impl.run(tuple(feed_names), feed_vals, tuple(fetch_names), tuple(targets),
-                                    options, run_metadata)
-            if span is not None:
-                tracing.set_step_attrs(span, len(fetch_names), len(targets))
+        t0 = _step_start()
+        try:
+            with tracing.session_run_span(len(elements)) as span:
+                values = self._impl.run(tuple(feed_names), feed_vals, tuple(fetch_names), tuple(targets),
+                                        options, run_metadata)
+                if span is not None:
+                    tracing.set_step_attrs(span, len(fetch_names), len(targets))
+        except BaseException as e:
+            if t0 is not None:
+                telemetry.record_step(self._metric_attrs, t0, e)
+            raise
+        if t0 is not None:
+            telemetry.record_step(self._metric_attrs, t0)
         out = [_to_user(v) for v in values]
         if mapper is None:
             return out[0]
@@ -404,12 +416,20 @@ class BaseSession:
             if len(args) != nfeeds:
                 raise TypeError(f"callable expects {nfeeds} feed values, got {len(args)}")
             vals = [c(a) for c, a in zip(checks, args)]
-            if fast is not None and options is None and run_metadata is None and \
-                    not tracing.tracing_active():
-                out = fast(vals)
-            else:
-                with tracing.session_run_span(nelements):
-                    out = impl.run(feed_names, vals, fetch_names, targets, options, run_metadata)
+            t0 = _step_start()
+            try:
+                if fast is not None and options is None and run_metadata is None and \
+                        not tracing.tracing_active():
+                    out = fast(vals)
+                else:
+                    with tracing.session_run_span(nelements):
+                        out = impl.run(feed_names, vals, fetch_names, targets, options, run_metadata)
+            except BaseException as e:
+                if t0 is not None:
+                    telemetry.record_step(session._metric_attrs, t0, e)
+                raise
+            if t0 is not None:
+                telemetry.record_step(session._metric_attrs, t0)
             out = [_to_user(v) for v in out]
             return build(out if shape_results is None else shape_results(out))
 

@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from kernflow.core import telemetry
 from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
 from kernflow.core.protobuf import saver_pb2
@@ -306,9 +307,10 @@ class Saver:
         model_checkpoint_path = None
         if not self._is_empty:
             try:
-                model_checkpoint_path = _as_text(sess.run(
-                    self.saver_def.save_tensor_name,
-                    {self.saver_def.filename_tensor_name: checkpoint_file}))
+                with telemetry.checkpoint_timer("save"):   # kernflow.checkpoint.duration
+                    model_checkpoint_path = _as_text(sess.run(
+                        self.saver_def.save_tensor_name,
+                        {self.saver_def.filename_tensor_name: checkpoint_file}))
                 if write_state:
                     self._RecordLastCheckpoint(model_checkpoint_path)
                     paths = self.last_checkpoints
@@ -352,7 +354,8 @@ class Saver:
             raise ValueError("The passed save_path is not a valid checkpoint: " + prefix)
         _log.info("Restoring parameters from %s", prefix)
         try:
-            sess.run(self.saver_def.restore_op_name, {self.saver_def.filename_tensor_name: prefix})
+            with telemetry.checkpoint_timer("restore"):   # kernflow.checkpoint.duration
+                sess.run(self.saver_def.restore_op_name, {self.saver_def.filename_tensor_name: prefix})
         except errors.NotFoundError as err:
             raise _wrap_restore_error(err, "a Variable name or other graph key that is missing") \
                 from err

@@ -28,6 +28,7 @@ import logging
 
 import numpy as np
 
+from kernflow.core import telemetry
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_shape as _ts
 from kernflow.kernels.cpu.blocking import COMPLETE, NO_PROGRESS, Attempt, BlockingResource
@@ -115,6 +116,7 @@ class Accumulator(BlockingResource):
         with self._lock:
             if local_step < self.global_step:
                 self.dropped += 1
+                telemetry.gradient_dropped(self.name)   # kernflow.accumulator.dropped_gradients
                 return False
             self._add_locked(grad, node)
             self.count += 1
@@ -125,6 +127,7 @@ class Accumulator(BlockingResource):
     def _drop(self) -> bool:
         with self._lock:
             self.dropped += 1
+        telemetry.gradient_dropped(self.name)
         return False
 
     def take(self, n: int, step_ctx, done) -> None:

@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from kernflow.core import telemetry
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_shape as _ts
 from kernflow.kernels.cpu.blocking import COMPLETE as _COMPLETE
@@ -408,7 +409,9 @@ def _queue_op(ctx):
     capacity = ctx.get_attr("capacity")
     make = lambda: Queue(kind, name, dtypes, shapes or None, capacity, **extra)  # noqa: E731
     want = make()
-    return ctx.resource_mgr.cached_getter(container, name, make, lambda q: _check_shared(q, want))
+    # The queue created (not `want`, made only to compare) reports its size in kernflow.queue.size.
+    return ctx.resource_mgr.cached_getter(container, name, lambda: telemetry.observe_queue(make()),
+                                          lambda q: _check_shared(q, want))
 
 
 def _queue_of(handle, node: str) -> Queue:
