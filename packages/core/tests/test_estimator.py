@@ -323,3 +323,20 @@ def test_tensor_predictions_spec_hooks_config_and_nan_loss(tmp_path):
         est.train(lambda: (kf.constant([1.0]), kf.constant([1.0])), steps=2)
     spec = est.model_fn(kf.constant([1.0]), None, ModeKeys.PREDICT, est.config)
     assert isinstance(spec, estimator.EstimatorSpec)
+
+
+def test_train_writes_loss_summaries_to_model_dir(tmp_path):
+    import glob
+    import os
+    est = _est(tmp_path, config={"save_summary_steps": 2})
+    est.train(_full_batch_fn(), steps=5)
+    kf.summary.FileWriterCache.clear()   # (flushes and closes the cached writer)
+    (path,) = glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))
+    events = list(kf.train.summary_iterator(path))
+    losses = [(e.step, v.simple_value) for e in events if e.HasField("summary")
+              for v in e.summary.value if v.tag == "loss"]
+    assert [s for s, _ in losses] == [1, 3, 5]
+    w, b = _numpy_gd(4)   # the loss the fifth step computed is the one after four updates
+    expected = float(np.mean((w * X[:, 0] + b - Y[:, 0]) ** 2))
+    assert losses[-1][1] == pytest.approx(expected, rel=1e-4)
+    assert any(e.graph_def for e in events)

@@ -121,3 +121,35 @@ def test_shuffle_batch_mixes_and_respects_min_after_dequeue():
         assert vals.tolist() != list(range(100))
         # The first batch was drawn from a pool of at least 50 elements.
         assert max(batches[0]) >= 10
+
+
+def _scalar_values(sess, summaries):
+    out = {}
+    for serialized in sess.run(summaries):
+        for v in kf.summary.Summary.FromString(serialized).value:
+            out[v.tag] = v.simple_value
+    return out
+
+
+def test_batchers_add_queue_fill_summaries_as_tf1():
+    with kf.Graph().as_default():
+        src = kf.FIFOQueue(50, kf.int32, shapes=[[]])
+        kf.train.batch([src.dequeue()], batch_size=4, capacity=8, name="b")
+        kf.train.shuffle_batch([src.dequeue()], batch_size=4, capacity=20, min_after_dequeue=5,
+                               name="sb")
+        summaries = kf.get_collection(kf.GraphKeys.SUMMARIES)
+        assert [s.op.name for s in summaries] == ["b/fraction_of_8_full",
+                                                  "sb/fraction_over_5_of_15_full"]
+        with kf.Session() as sess:
+            sess.run(src.enqueue_many([np.arange(50, dtype=np.int32)]))
+            before = _scalar_values(sess, summaries)
+            assert before == {"b/fraction_of_8_full": 0.0, "sb/fraction_over_5_of_15_full": 0.0}
+            # Fill the batch queue with 6 of 8 and the shuffle queue with 11 (6 above 5 of 15).
+            b_enq, sb_enq = [qr.enqueue_ops[0] for qr in kf.get_collection(kf.GraphKeys.QUEUE_RUNNERS)]
+            for _ in range(6):
+                sess.run(b_enq)
+            for _ in range(11):
+                sess.run(sb_enq)
+            after = _scalar_values(sess, summaries)
+            assert after == {"b/fraction_of_8_full": pytest.approx(0.75),
+                             "sb/fraction_over_5_of_15_full": pytest.approx(6 / 15)}

@@ -260,3 +260,17 @@ def test_maybe_shuffle_batch_and_join():
         assert j.op.name.startswith("shuffle_batch_join")
         with _running() as sess:
             assert sorted(sess.run(j).tolist()) == [0, 1, 2, 10, 11, 12]
+
+
+def test_string_input_producer_summarizes_how_full_its_queue_is():
+    q = kf.train.string_input_producer(["a", "b", "c"], shuffle=False, capacity=4, name="files")
+    (summary,) = kf.get_collection(kf.GraphKeys.SUMMARIES)
+    assert summary.op.name == "files/fraction_of_4_full"
+    with _running() as sess:
+        q.dequeue()   # (the runner keeps the queue topped up to its capacity)
+        value = 0.0
+        for _ in range(200):
+            value = kf.summary.Summary.FromString(sess.run(summary)).value[0].simple_value
+            if value == 1.0:
+                break
+        assert value == 1.0

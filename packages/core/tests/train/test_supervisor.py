@@ -137,3 +137,27 @@ def test_queue_runners_run_on_the_supervisor_coordinator(model):
     with sv.managed_session() as sess:
         assert [sess.run(value) for _ in range(6)] == [3.0] * 6
     assert sv.coord.joined and sv.should_stop()
+
+
+def test_chief_writes_events_to_logdir(make_model, tmp_path):
+    import glob
+    d = str(tmp_path)
+    m = make_model()
+    with m.graph.as_default():
+        kf.summary.scalar("train_loss", m.loss)
+        sv = kf.train.Supervisor(logdir=d, save_model_secs=3600, save_summaries_secs=0.05)
+        assert isinstance(sv.summary_writer, kf.summary.FileWriter)
+        assert sv.summary_op is not None  # merge_all() of the SUMMARIES collection, as TF1
+        with sv.managed_session() as sess:
+            for _ in range(3):
+                sess.run(m.train_op)
+            assert _wait_for(lambda: sess.run(m.global_step) == 3)
+            time.sleep(0.3)  # a few summary and step-counter periods
+    files = glob.glob(os.path.join(d, "events.out.tfevents.*"))
+    assert len(files) == 1
+    events = list(kf.train.summary_iterator(files[0]))
+    assert any(e.graph_def for e in events) and any(e.meta_graph_def for e in events)
+    assert [e.session_log.status for e in events if e.HasField("session_log")][:1] == \
+        [kf.summary.SessionLog.START]
+    tags = {v.tag for e in events if e.HasField("summary") for v in e.summary.value}
+    assert "train_loss" in tags and m.global_step.op.name + "/sec" in tags

@@ -320,6 +320,10 @@ class Estimator:
         if self._warm_start_settings:
             _log.info("Warm-starting with WarmStartSettings: %s", self._warm_start_settings)
             warm_start(*self._warm_start_settings)
+        # TensorBoard's "loss" curve, as TF's Estimator adds it unless the model_fn named one so.
+        if not any(s.op.name == "loss" for s in _ops.get_collection(_ops.GraphKeys.SUMMARIES)):
+            from kernflow.core.summary import summary_ops
+            summary_ops.scalar("loss", spec.loss)
         worker_hooks = list(hooks) + [_hooks.NanTensorHook(spec.loss)]
         if self._config.log_step_count_steps:
             worker_hooks.append(_hooks.LoggingTensorHook({"loss": spec.loss, "step": global_step},
@@ -331,7 +335,8 @@ class Estimator:
         with MonitoredTrainingSession(checkpoint_dir=self._model_dir, scaffold=spec.scaffold,
                                       hooks=worker_hooks,
                                       chief_only_hooks=chief_hooks + list(spec.training_chief_hooks),
-                                      save_checkpoint_secs=0, save_summaries_steps=None,
+                                      save_checkpoint_secs=0,
+                                      save_summaries_steps=self._config.save_summary_steps or None,
                                       config=self._session_config,
                                       log_step_count_steps=self._config.log_step_count_steps,
                                       save_graph_def=self._config.checkpoint_save_graph_def) as sess:

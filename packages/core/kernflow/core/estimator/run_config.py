@@ -34,7 +34,7 @@ class RunConfig:
     Args:
         model_dir: the directory of checkpoints (and of the Estimator when it gets none).
         tf_random_seed: the graph-level random seed of every graph the Estimator builds.
-        save_summary_steps: accepted for TF compatibility (kernflow writes no summaries yet).
+        save_summary_steps: write the summaries (and a ``loss`` scalar) to model_dir every N steps.
         save_checkpoints_steps: save every N global steps.
         save_checkpoints_secs: save every N seconds (default 600 when neither is given).
         session_config: the sessions' `ConfigProto`.

@@ -4,9 +4,8 @@
 A producer fills a FIFOQueue from a tensor (shuffled each pass unless ``shuffle=False``) through a
 `QueueRunner` added to the QUEUE_RUNNERS collection; with ``num_epochs`` the tensor is read through
 `limit_epochs`, whose local ``epochs`` counter raises OutOfRangeError after that many passes, so the
-runner closes the queue and readers get OutOfRange once it is drained. TF also adds a
-``fraction_of_<capacity>_full`` scalar summary of the queue; kernflow has no kf.summary yet, so
-no summary is written (``summary_name`` is accepted and ignored).
+runner closes the queue and readers get OutOfRange once it is drained. As in TF, producers and
+batchers add a ``fraction_of_<capacity>_full`` scalar summary of their queue to SUMMARIES.
 
 Example::
 
@@ -112,7 +111,7 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
         seed: the shuffle's seed.
         capacity: the queue's capacity.
         shared_name: share the queue under this name.
-        summary_name: TF's name for a fraction-of-capacity summary; ignored (no kf.summary yet).
+        summary_name: with a name, a scalar summary of how full the queue is (size / capacity).
         name: name scope (and the queue's name).
         cancel_op: the runner's cancel op (default: close the queue, cancelling pending enqueues).
 
@@ -123,7 +122,6 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
         ValueError: the element shape is not fully defined.
     """
     from kernflow.core.ops import random_ops
-    del summary_name  # TF writes kf.summary.scalar(summary_name, size / capacity) here.
     with _ops.name_scope(name, "input_producer", [input_tensor]):
         input_tensor = _ops.convert_to_tensor(input_tensor, name="input_tensor")
         element_shape = input_tensor.shape[1:].merge_with(_ts.TensorShape(element_shape))
@@ -139,6 +137,9 @@ def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=Tr
         enq = q.enqueue_many([input_tensor])
         from kernflow.core.train.queue_runner import QueueRunner, add_queue_runner
         add_queue_runner(QueueRunner(q, [enq], cancel_op=cancel_op))
+        if summary_name is not None:
+            from kernflow.core.train.input import _fraction_full_summary
+            _fraction_full_summary(q, capacity, summary_name=summary_name)
         return q
 
 
@@ -253,7 +254,7 @@ def _maybe_batch(original, structures, keep_input, batch_size, threads_per_list,
         queue = make_queue(types, shapes)
         ops = [_enqueue_kept(queue, tl, enqueue_many, keep_input) for tl in tensor_list_list]
         add_queue_runner(QueueRunner(queue, ops * threads_per_list))
-        # TF adds a fraction-of-capacity scalar summary here; kf.summary does not exist yet.
+        _input._fraction_full_summary(queue, capacity, getattr(make_queue, "min_after_dequeue", 0))
         return _input._as_original_type(
             original, _input._dequeue(queue, batch_size, allow_smaller_final_batch, scope))
 
@@ -264,8 +265,11 @@ def _fifo(capacity, dynamic_pad, shared_name):
 
 
 def _shuffling(capacity, min_after_dequeue, seed, shared_name):
-    return lambda types, shapes: data_flow_ops.RandomShuffleQueue(
-        capacity, min_after_dequeue, types, shapes, seed=seed, shared_name=shared_name)
+    def make(types, shapes):
+        return data_flow_ops.RandomShuffleQueue(capacity, min_after_dequeue, types, shapes, seed=seed,
+                                                shared_name=shared_name)
+    make.min_after_dequeue = min_after_dequeue   # (its fill summary counts what is above it)
+    return make
 
 
 def maybe_batch(tensors, keep_input, batch_size, num_threads=1, capacity=32, enqueue_many=False,

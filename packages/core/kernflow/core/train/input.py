@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from kernflow.core.framework import dtypes as _dt
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import tensor_shape as _ts
 from kernflow.core.ops import data_flow_ops
@@ -94,6 +95,20 @@ def _dequeue(queue, batch_size, allow_smaller_final_batch, name):
     return queue.dequeue_many(batch_size, name=name)
 
 
+def _fraction_full_summary(queue, capacity, min_after_dequeue=0, summary_name=None):
+    """TF1's queue-fill scalar summary: how full `queue` is, beyond `min_after_dequeue` (0..1)."""
+    from kernflow.core.ops import math_ops
+    from kernflow.core.summary import summary_ops
+    size = math_ops.cast(queue.size(), _dt.float32)
+    if min_after_dequeue:
+        size = math_ops.maximum(0.0, size - float(min_after_dequeue))
+        name = summary_name or (f"fraction_over_{min_after_dequeue}_of_"
+                                f"{capacity - min_after_dequeue}_full")
+    else:
+        name = summary_name or f"fraction_of_{capacity}_full"
+    return summary_ops.scalar(name, size * (1.0 / (capacity - min_after_dequeue)))
+
+
 def _batch(original, tensor_list_list, batch_size, threads_per_list, capacity, enqueue_many,
            shapes, dynamic_pad, allow_smaller_final_batch, shared_name, name, default_name):
     flat = [t for tl in tensor_list_list for t in tl]
@@ -107,6 +122,7 @@ def _batch(original, tensor_list_list, batch_size, threads_per_list, capacity, e
             queue = data_flow_ops.FIFOQueue(capacity, types, shapes, shared_name=shared_name)
         ops = _enqueue_ops(queue, tensor_list_list, enqueue_many) * threads_per_list
         add_queue_runner(QueueRunner(queue, ops))
+        _fraction_full_summary(queue, capacity)
         return _as_original_type(original, _dequeue(queue, batch_size, allow_smaller_final_batch,
                                                     scope))
 
@@ -164,6 +180,7 @@ def _shuffle_batch(original, tensor_list_list, batch_size, threads_per_list, cap
                                                  seed=seed, shared_name=shared_name)
         ops = _enqueue_ops(queue, tensor_list_list, enqueue_many) * threads_per_list
         add_queue_runner(QueueRunner(queue, ops))
+        _fraction_full_summary(queue, capacity, min_after_dequeue)
         return _as_original_type(original, _dequeue(queue, batch_size, allow_smaller_final_batch,
                                                     scope))
 

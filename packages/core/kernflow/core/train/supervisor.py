@@ -6,8 +6,10 @@ and creates sessions through a `SessionManager`: the chief restores the latest c
 `save_model_secs`, and with a summary writer the summary threads); other workers wait for the chief.
 All threads run on the Supervisor's `Coordinator`, which `stop()` stops and joins.
 
-kernflow has no `kf.summary` yet: without an explicit `summary_writer` there is no writer, so no
-summary or step-counter thread runs; a given writer gets the summary op's serialized output.
+As in TF1, the chief with a `logdir` writes TensorBoard events there (a `kf.summary.FileWriter`
+unless `summary_writer` is given): the graph and meta graph when a session is created, a SessionLog
+START when the services start, the summary op's output (default `kf.summary.merge_all()`) and
+``global_step/sec`` every `save_summaries_secs`.
 
 Example::
 
@@ -56,6 +58,11 @@ def _default_or_collection(value, key, make_default):
         if value is not None:
             _ops.add_to_collection(key, value)
     return value
+
+
+def _default_summary_op():
+    from kernflow.core.summary import summary_ops
+    return summary_ops.merge_all()
 
 
 def _default_ready_op():
@@ -111,7 +118,7 @@ class Supervisor:
         stop_grace_secs: how long `stop()` waits for the threads.
         checkpoint_basename: the checkpoint file name in `logdir`.
         session_manager: a `SessionManager` (default: one built from the ops above).
-        summary_writer: a summary writer (USE_DEFAULT: none, kernflow has no kf.summary yet).
+        summary_writer: a summary writer (USE_DEFAULT: a `kf.summary.FileWriter` of `logdir`, if any).
         init_fn: fn(session) called after `init_op`.
         local_init_run_options: `RunOptions` for `local_init_op`.
 
@@ -149,6 +156,9 @@ class Supervisor:
                 self._save_path = os.path.join(logdir, checkpoint_basename)
             if summary_writer is not Supervisor.USE_DEFAULT:
                 self._summary_writer = summary_writer
+            elif logdir:
+                from kernflow.core.summary.writer import FileWriter
+                self._summary_writer = FileWriter(logdir)
         self._session_manager = session_manager or SessionManager(
             local_init_op=self._local_init_op, ready_op=self._ready_op,
             ready_for_local_init_op=self._ready_for_local_init_op, graph=self._graph,
@@ -165,7 +175,7 @@ class Supervisor:
         self._local_init_op = _default_or_collection(local_init_op, GraphKeys.LOCAL_INIT_OP,
                                                      Scaffold.default_local_init_op)
         self._saver = _default_or_collection(saver, GraphKeys.SAVERS, _default_saver)
-        self._summary_op = _default_or_collection(summary_op, GraphKeys.SUMMARY_OP, lambda: None)
+        self._summary_op = _default_or_collection(summary_op, GraphKeys.SUMMARY_OP, _default_summary_op)
         self._global_step = _default_or_collection(global_step, GraphKeys.GLOBAL_STEP,
                                                    _default_global_step_tensor)
 
@@ -234,6 +244,10 @@ class Supervisor:
         if self._logdir:
             training_util.write_graph(self._graph.as_graph_def(add_shapes=True), self._logdir,
                                       "graph.pbtxt")
+        if self._summary_writer is not None:
+            from kernflow.core.train.meta_graph import export_meta_graph
+            self._summary_writer.add_graph(self._graph)
+            self._summary_writer.add_meta_graph(export_meta_graph(graph=self._graph))
 
     def start_standard_services(self, sess):
         """Starts the checkpoint thread (and, with a summary writer, the summary threads).
@@ -248,6 +262,10 @@ class Supervisor:
             raise RuntimeError("Only chief supervisor can start standard services. Because only "
                                "chief supervisors can write events.")
         threads = []
+        if self._summary_writer is not None:
+            from kernflow.core.protobuf.event_pb2 import SessionLog
+            step = _global_step_value(sess, self._global_step) if self._global_step is not None else None
+            self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), step)
         if self._save_summaries_secs and self._summary_writer is not None:
             if self._summary_op is not None:
                 threads.append(_SummaryThread(self, sess))
@@ -396,13 +414,14 @@ class _SummaryThread(LooperThread):
 
 
 class _StepCounterThread(LooperThread):
-    """Logs global steps per second every `save_summaries_secs` (no summary: no kf.summary yet)."""
+    """Writes (and logs, the first ten times) global steps per second every `save_summaries_secs`."""
 
     _max_logs = 10
 
     def __init__(self, sv, sess):
         super().__init__(sv.coord, sv.save_summaries_secs)
         self.name = "SupervisorStepCounter"
+        self._sv = sv
         self._sess = sess
         self._step_counter = sv.global_step
         self._tag = self._step_counter.op.name + "/sec"
@@ -418,6 +437,9 @@ class _StepCounterThread(LooperThread):
         now = time.time()
         elapsed, self._last_time = now - self._last_time, now
         rate = added / elapsed if elapsed > 0 else float("inf")
+        from kernflow.core.protobuf.summary_pb2 import Summary
+        summary = Summary(value=[Summary.Value(tag=self._tag, simple_value=rate)])
+        self._sv.summary_writer.add_summary(summary, step)
         if self._logged < self._max_logs:
             self._logged += 1
             _log.info("%s: %g", self._tag, rate)
