@@ -85,3 +85,53 @@ def test_device_gpu_trains_on_the_gpu_and_resumes(tmp_path):
     more = _demo(tmp_path, "--device", "gpu", "--epochs", "3", "--resume")
     assert "(epoch 2)" in more and "epoch   3" in more, more
     assert _accuracy(more) >= 70.0, more
+
+
+def _summaries(run_dir):
+    """{tag: [(step, value)]} and the session logs [(step, status)] of the event files in run_dir."""
+    import glob
+    import os
+
+    import kernflow.core as kf
+    scalars, logs, graphs = {}, [], 0
+    for path in sorted(glob.glob(os.path.join(str(run_dir), "events.out.tfevents.*"))):
+        for e in kf.train.summary_iterator(path):
+            for v in e.summary.value:
+                scalars.setdefault(v.tag, []).append((e.step, v.simple_value))
+            if e.HasField("session_log"):
+                logs.append((e.step, e.session_log.status))
+            graphs += bool(e.graph_def)
+    return scalars, logs, graphs
+
+
+def test_demo_writes_tensorboard_summaries_and_resumes_them(tmp_path):
+    import kernflow.core as kf
+    start = kf.summary.SessionLog.START
+    out = _demo(tmp_path, "--epochs", "2")
+    logdir = tmp_path / "logs"
+    assert f"tensorboard --logdir {logdir}" in out, out
+    scalars, logs, graphs = _summaries(logdir / "mlp")
+    steps = 2 * 23  # 1437 training digits in batches of 64
+    assert [s for s, _ in scalars["train/loss"]] == list(range(1, steps + 1, 10))
+    assert [s for s, _ in scalars["train/accuracy"]] == list(range(1, steps + 1, 10))
+    assert [s for s, _ in scalars["test/accuracy"]] == [23, 46]
+    assert scalars["train/epoch_loss"][1][1] < scalars["train/epoch_loss"][0][1]
+    assert all(0 <= a <= 1 for _, a in scalars["train/accuracy"] + scalars["test/accuracy"])
+    assert scalars["test/accuracy"][-1][1] * 100 == pytest.approx(_accuracy(out), abs=0.01)
+    assert logs == [(0, start)] and graphs == 1
+    _demo(tmp_path, "--epochs", "3", "--resume")
+    scalars, logs, graphs = _summaries(logdir / "mlp")
+    assert logs == [(0, start), (46, start)]  # TensorBoard drops events from step 46 on of the first run
+    assert [s for s, _ in scalars["test/accuracy"]] == [23, 46, 69]
+
+
+def test_demo_logdir_options(tmp_path):
+    out = _demo(tmp_path, "--epochs", "1", "--no-logdir")
+    assert not (tmp_path / "logs").exists() and "tensorboard" not in out
+    out = _demo(tmp_path, "--epochs", "1", "--logdir", "")
+    assert not (tmp_path / "logs").exists() and "tensorboard" not in out
+    out = _demo(tmp_path, "--epochs", "1", "--logdir", str(tmp_path / "tb"), "--model", "convnet")
+    assert f"tensorboard --logdir {tmp_path / 'tb'}" in out
+    scalars, _, graphs = _summaries(tmp_path / "tb" / "convnet")
+    assert set(scalars) == {"train/loss", "train/accuracy", "train/epoch_loss", "test/accuracy"}
+    assert graphs == 1

@@ -6,6 +6,8 @@ Expected values were observed with TensorFlow 2.21's tf.compat.v1.summary.
 import glob
 import io
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -222,3 +224,39 @@ def test_file_writer_cache(tmp_path):
     S.FileWriterCache.clear()
     assert S.FileWriterCache.get(str(tmp_path / "a")) is not a
     S.FileWriterCache.clear()
+
+
+def _steps_on_disk(logdir):
+    _, events = _events(logdir)
+    return [e.step for e in events[1:]]
+
+
+def test_file_writer_add_never_waits_for_disk_only_for_a_full_queue(tmp_path, in_thread):
+    logdir = str(tmp_path)
+    w = S.FileWriter(logdir, max_queue=4, flush_secs=3600)
+    disk, real_write = threading.Event(), w.event_writer._file.write
+    w.event_writer._file.write = lambda data: (disk.wait(), real_write(data))  # a stalled disk
+    summary = S.Summary(value=[S.Summary.Value(tag="s", simple_value=1.0)])
+    t0 = time.monotonic()
+    for step in range(4):  # up to max_queue pending events: enqueued without waiting
+        w.add_summary(summary, step)
+    assert time.monotonic() - t0 < 1.0
+    more, box = in_thread(lambda: [w.add_summary(summary, step) for step in range(4, 16)])
+    more.join(0.3)
+    assert more.is_alive()  # the queue is full while the writer thread waits for the disk: add blocks
+    disk.set()
+    more.join(10)
+    assert not more.is_alive() and box[0][0] == "ok"
+    w.flush()
+    assert _steps_on_disk(logdir) == list(range(16))
+    w.close()
+
+
+def test_file_writer_writes_a_few_pending_events_by_flush_secs(tmp_path):
+    logdir = str(tmp_path)
+    with S.FileWriter(logdir, max_queue=10, flush_secs=0.2) as w:
+        w.add_summary(S.Summary(value=[S.Summary.Value(tag="s", simple_value=1.0)]), 7)
+        deadline = time.monotonic() + 10
+        while _steps_on_disk(logdir) != [7] and time.monotonic() < deadline:
+            time.sleep(0.05)  # one event wakes no thread; the flush_secs timer writes it
+        assert _steps_on_disk(logdir) == [7]

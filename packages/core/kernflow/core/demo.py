@@ -11,6 +11,11 @@ under ``kf.train.replica_device_setter`` (variables round robin on the ps tasks,
 the master's own task). Checkpoints are written by the task that runs the save op, so on a cluster
 of several machines ``--checkpoint-dir`` must be a path every task can reach.
 
+The run also writes TensorBoard summaries (``train/loss`` and ``train/accuracy`` every
+``SUMMARY_EVERY`` steps, ``test/accuracy`` and ``train/epoch_loss`` every epoch, and the graph) to
+``<logdir>/<model>``; ``--logdir`` defaults to ``<checkpoint-dir>/logs`` and ``--logdir ''`` or
+``--no-logdir`` turns the summaries off. The last line printed says how to open TensorBoard.
+
 ``--device`` picks where the model runs: ``auto`` (default) leaves it to placement, which prefers a
 GPU when the GPU plugin registers one; ``cpu`` pins the model to ``/device:CPU:0``; ``gpu`` builds it
 under ``/device:GPU:0`` (ops without a GPU kernel fall back to the CPU) and stops with a usage error
@@ -33,6 +38,8 @@ GPU_PLUGIN_HINT = ('install the GPU plugin: pip install "packages/kernels-gpu[cu
                    '(or "packages/kernels-gpu[cuda12]" for CUDA 12)')
 # Ops whose device is "where the model runs" in the demo's report.
 _MODEL_OP_TYPES = ("MatMul", "Conv2D")
+# Steps between two train/loss, train/accuracy summaries (a summary step runs 7 small ops more).
+SUMMARY_EVERY = 10
 
 
 class DemoUsageError(Exception):
@@ -49,6 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--checkpoint-dir", default=os.path.join(os.getcwd(), "kernflow-demo-ckpt"))
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument("--logdir", default=None,
+                        help="TensorBoard summaries go to LOGDIR/<model> (default: <checkpoint-dir>/logs; "
+                             "'' turns them off)")
+    parser.add_argument("--no-logdir", dest="logdir", action="store_const", const="",
+                        help="write no TensorBoard summaries")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--target", default="",
@@ -208,6 +220,52 @@ def model_devices(kf, sess, fetch, feed):
     return sorted(found)
 
 
+def summary_logdir(args):
+    """The demo's TensorBoard directory: ``--logdir``, by default ``<checkpoint-dir>/logs``; None
+    when summaries are off."""
+    logdir = getattr(args, "logdir", None)
+    if logdir is None:
+        return os.path.join(args.checkpoint_dir, "logs")
+    return logdir or None
+
+
+def train_summaries(kf, loss, correct, labels):
+    """The merged ``train/loss`` and ``train/accuracy`` (of the batch) summary op."""
+    with kf.name_scope("train"):
+        accuracy = kf.cast(correct, kf.float32) / kf.cast(kf.size(labels), kf.float32)
+        return kf.summary.merge([kf.summary.scalar("loss", loss), kf.summary.scalar("accuracy", accuracy)])
+
+
+class _SummaryWriter:
+    """Writes the demo's summaries to ``<logdir>/<model>``: the graph and a SessionLog START at the
+    first step (TensorBoard then drops events of an earlier run from that step on), the train op's
+    summaries every `SUMMARY_EVERY` steps, and the per-epoch values."""
+
+    def __init__(self, kf, run_dir, graph, first_step):
+        self._kf = kf
+        self.writer = kf.summary.FileWriter(run_dir, graph=graph)
+        self.writer.add_session_log(kf.summary.SessionLog(status=kf.summary.SessionLog.START), first_step)
+
+    def wants(self, global_step):
+        """Whether the step that starts at `global_step` should fetch the train summaries."""
+        return global_step % SUMMARY_EVERY == 0
+
+    def add(self, serialized_summary, global_step):
+        """Writes a summary op's output."""
+        self.writer.add_summary(serialized_summary, global_step)
+
+    def epoch(self, global_step, epoch_loss, test_accuracy):
+        """Writes the epoch's mean training loss and test accuracy."""
+        Value = self._kf.summary.Summary.Value
+        self.writer.add_summary(self._kf.summary.Summary(value=[
+            Value(tag="train/epoch_loss", simple_value=epoch_loss),
+            Value(tag="test/accuracy", simple_value=test_accuracy)]), global_step)
+
+    def close(self):
+        """Writes what is queued and closes the event file."""
+        self.writer.close()
+
+
 def run(args) -> int:
     import numpy as np
     import kernflow.core as kf
@@ -247,10 +305,12 @@ def _train(kf, np, args) -> int:
         # Outside the replica device scope (as TF1's Supervisor builds it): the restore ops must sit
         # with their variables on the ps tasks.
         saver = kf.train.Saver(max_to_keep=3)
+        logdir = summary_logdir(args)
+        summary = train_summaries(kf, loss, correct, y) if logdir else None
     ckpt_dir = os.path.join(args.checkpoint_dir, args.model)
     os.makedirs(ckpt_dir, exist_ok=True)
     steps_per_epoch = (len(xtr) + args.batch_size - 1) // args.batch_size
-    with kf.Session(target, graph=g, config=config) as sess:
+    with kf.Session(target, graph=g, config=config) as sess, contextlib.ExitStack() as cleanup:
         start_epoch = 0
         latest = kf.train.latest_checkpoint(ckpt_dir) if args.resume else None
         if latest:
@@ -267,13 +327,24 @@ def _train(kf, np, args) -> int:
             rng.permutation(len(xtr))
         t0 = time.perf_counter()
         train_fn = sess.make_callable([train, loss], feed_list=[x, y])
+        global_step = int(sess.run(step))
+        writer = None
+        if summary is not None:
+            summary_fn = sess.make_callable([train, loss, summary], feed_list=[x, y])
+            writer = _SummaryWriter(kf, os.path.join(logdir, args.model), g, global_step)
+            cleanup.callback(writer.close)
         for epoch in range(start_epoch, args.epochs):
             perm = rng.permutation(len(xtr))
             bar = _progress(steps_per_epoch, args.no_progress, f"epoch {epoch + 1}/{args.epochs}")
             total = 0.0
             for i in range(steps_per_epoch):
                 idx = perm[i * args.batch_size:(i + 1) * args.batch_size]
-                _, l = train_fn(xtr[idx], ytr[idx])
+                if writer is not None and writer.wants(global_step):
+                    _, l, s = summary_fn(xtr[idx], ytr[idx])
+                    writer.add(s, global_step + 1)  # stamped with the step after the update, as TF
+                else:
+                    _, l = train_fn(xtr[idx], ytr[idx])
+                global_step += 1
                 total += float(l)
                 if bar is not None:
                     bar.update(1)
@@ -283,9 +354,14 @@ def _train(kf, np, args) -> int:
                 bar.close()
             path = saver.save(sess, os.path.join(ckpt_dir, "model"), global_step=step)
             acc = sess.run(correct, {x: xte, y: yte}) / len(xte)
+            if writer is not None:
+                writer.epoch(global_step, total / steps_per_epoch, acc)
             print(f"epoch {epoch + 1:3d}  loss {total / steps_per_epoch:.4f}  test accuracy {acc:.4f}"
                   f"  ({path})", flush=True)
         acc = sess.run(correct, {x: xte, y: yte}) / len(xte)
         print(f"final test accuracy: {acc * 100:.2f}% ({args.model}, {args.epochs} epochs, "
               f"{time.perf_counter() - t0:.1f} s{', ' + target if target else ''})")
+    if writer is not None:
+        print(f"TensorBoard summaries in {os.path.join(logdir, args.model)}; watch them with:\n"
+              f"  tensorboard --logdir {logdir}")
     return 0

@@ -83,7 +83,8 @@ def test_monitored_training_session_hooks(model, tmp_path):
     sess = kf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), chief_only_hooks=[first],
                                              hooks=[last], save_checkpoint_steps=10)
     kinds = [type(h).__name__ for h in sess._hooks]
-    assert kinds == ["RecordingHook", "StepCounterHook", "CheckpointSaverHook", "RecordingHook"]
+    assert kinds == ["RecordingHook", "StepCounterHook", "SummarySaverHook", "CheckpointSaverHook",
+                     "RecordingHook"]
     assert sess._hooks[0] is first and sess._hooks[-1] is last
     sess.close()
     sess = kf.train.MonitoredTrainingSession(log_step_count_steps=0, hooks=[last])

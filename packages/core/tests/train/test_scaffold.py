@@ -64,3 +64,17 @@ def test_init_fn_and_copy_from_scaffold(model):
     with pytest.raises(TypeError, match="copy_from_scaffold is not a Scaffold"):
         kf.train.Scaffold(copy_from_scaffold=object())
     model.graph._unsafe_unfinalize()
+
+
+def test_default_summary_op_merges_the_summaries(model):
+    kf.summary.scalar("mse", model.loss)
+    kf.summary.histogram("weights", model.w)
+    scaffold = kf.train.Scaffold().finalize()
+    assert scaffold.summary_op.op.type == "MergeSummary"
+    assert model.graph.get_collection(kf.GraphKeys.SUMMARY_OP) == [scaffold.summary_op]
+    with kf.Session(graph=model.graph) as sess:
+        sess.run(scaffold.init_op)
+        summary = kf.summary.Summary.FromString(sess.run(scaffold.summary_op))
+    assert [v.tag for v in summary.value] == ["mse", "weights"]
+    assert summary.value[0].simple_value == 4.0  # w = 0: mean((0 - 2)^2)
+    model.graph._unsafe_unfinalize()

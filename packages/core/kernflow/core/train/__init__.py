@@ -40,7 +40,8 @@ from kernflow.core.train.basic_session_run_hooks import (CheckpointSaverHook, Ch
                                                          FeedFnHook, FinalOpsHook, GlobalStepWaiterHook,
                                                          LoggingTensorHook, NanLossDuringTrainingError,
                                                          NanTensorHook, SecondOrStepTimer,
-                                                         StepCounterHook, StopAtStepHook)
+                                                         StepCounterHook, StopAtStepHook,
+                                                         SummarySaverHook, ProfilerHook)
 from kernflow.core.train.scaffold import Scaffold
 from kernflow.core.train.session_manager import SessionManager
 from kernflow.core.train.monitored_session import (ChiefSessionCreator, MonitoredSession,

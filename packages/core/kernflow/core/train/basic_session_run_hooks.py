@@ -1,12 +1,14 @@
 """The standard `SessionRunHook`s of TF1's tf.train: stopping, checkpointing, logging, checks.
 
 `StopAtStepHook`, `CheckpointSaverHook` (with `CheckpointSaverListener`), `StepCounterHook`,
-`LoggingTensorHook`, `NanTensorHook`, `FinalOpsHook`, `FeedFnHook`, `GlobalStepWaiterHook` and the
-`SecondOrStepTimer` they trigger on.
+`SummarySaverHook`, `LoggingTensorHook`, `NanTensorHook`, `FinalOpsHook`, `FeedFnHook`,
+`GlobalStepWaiterHook` and the `SecondOrStepTimer` they trigger on.
 
-kernflow has no `kf.summary` yet, so `StepCounterHook` logs global_step/sec but writes no summary,
-`CheckpointSaverHook` writes no session log or meta graph event, and SummarySaverHook and
-ProfilerHook are not provided.
+The hooks that write TensorBoard events share one `kf.summary.FileWriter` per directory through
+`FileWriterCache`, as TF's: `SummarySaverHook` writes SessionLog START at its first step and then
+the summary op's output every N steps or seconds; `StepCounterHook` writes "global_step/sec";
+`CheckpointSaverHook` writes the graph and meta graph when the session is created and a SessionLog
+CHECKPOINT after each save. Each of them flushes its writer in `end()`. ProfilerHook is not provided.
 
 Example::
 
@@ -28,13 +30,17 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
+from kernflow.core.protobuf.event_pb2 import SessionLog
+from kernflow.core.protobuf.summary_pb2 import Summary
+from kernflow.core.summary.writer import FileWriterCache
 from kernflow.core.train import training_util
 from kernflow.core.train.learning_rate import get_global_step
+from kernflow.core.train.meta_graph import export_meta_graph
 from kernflow.core.train.session_run_hook import SessionRunArgs, SessionRunHook
 
 __all__ = ["SecondOrStepTimer", "LoggingTensorHook", "StopAtStepHook", "CheckpointSaverListener",
-           "CheckpointSaverHook", "StepCounterHook", "NanLossDuringTrainingError", "NanTensorHook",
-           "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook"]
+           "CheckpointSaverHook", "StepCounterHook", "SummarySaverHook", "NanLossDuringTrainingError",
+           "NanTensorHook", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook", "ProfilerHook"]
 
 _log = logging.getLogger(__name__)
 
@@ -195,16 +201,14 @@ class LoggingTensorHook(SessionRunHook):
 
 
 class StepCounterHook(SessionRunHook):
-    """Logs the global steps per second ("global_step/sec: N") every N steps or seconds.
-
-    kernflow has no summary writer yet: `output_dir` and `summary_writer` are accepted for TF
-    compatibility, and the rate is only logged.
+    """Logs the global steps per second ("global_step/sec: N") every N steps or seconds, and writes
+    it as a scalar summary (tag "<global step op name>/sec") when it has a writer.
 
     Args:
         every_n_steps: log every N global steps.
         every_n_secs: log every N seconds.
-        output_dir: where TF writes the summary (unused).
-        summary_writer: a summary writer (unused).
+        output_dir: the summary directory (its `FileWriterCache` writer is used).
+        summary_writer: a `kf.summary.FileWriter` (takes precedence over `output_dir`).
 
     Raises:
         ValueError: unless exactly one of every_n_steps and every_n_secs is given.
@@ -221,6 +225,8 @@ class StepCounterHook(SessionRunHook):
         self._warned_not_increasing = 0
 
     def begin(self):
+        if self._summary_writer is None and self._output_dir:
+            self._summary_writer = FileWriterCache.get(self._output_dir)
         self._global_step_tensor = _global_step_read("StepCounterHook")
         self._summary_tag = get_global_step().op.name + "/sec"
 
@@ -233,6 +239,9 @@ class StepCounterHook(SessionRunHook):
 
     def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
         rate = elapsed_steps / elapsed_time if elapsed_time > 0 else float("inf")
+        if self._summary_writer is not None:
+            summary = Summary(value=[Summary.Value(tag=self._summary_tag, simple_value=rate)])
+            self._summary_writer.add_summary(summary, global_step)
         _log.info("%s: %g", self._summary_tag, rate)
 
     def after_run(self, run_context, run_values):
@@ -251,6 +260,150 @@ class StepCounterHook(SessionRunHook):
                          "Optimizer.apply_gradients or Optimizer.minimize.", stale_global_step,
                          self._last_global_step)
         self._last_global_step = stale_global_step
+
+    def end(self, session):
+        if self._summary_writer is not None:
+            self._summary_writer.flush()
+
+
+# ---------------------------------------------------------------------------- summaries
+class SummarySaverHook(SessionRunHook):
+    """Saves the output of a summary op every N steps or seconds (TF1 `tf.train.SummarySaverHook`).
+
+    The first step writes a SessionLog START (so TensorBoard drops events of an earlier run from
+    that step on) and the summaries; later steps fetch and write the summaries only when the timer
+    triggers, stamped with the global step after the step ran. Summaries go to `summary_writer`, or
+    to the cached writer of `output_dir`; with neither, nothing is fetched or written (as TF).
+
+    Args:
+        save_steps: save every N global steps.
+        save_secs: save every N seconds.
+        output_dir: the summary directory (its `FileWriterCache` writer is used).
+        summary_writer: a `kf.summary.FileWriter` (takes precedence over `output_dir`).
+        scaffold: a `Scaffold` whose `summary_op` is saved (read after it is finalized).
+        summary_op: a serialized-Summary tensor, or a list of them.
+
+    Raises:
+        ValueError: not exactly one of `scaffold` and `summary_op`, or not exactly one of
+            `save_steps` and `save_secs`.
+    """
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir=None, summary_writer=None,
+                 scaffold=None, summary_op=None):
+        if (scaffold is None) == (summary_op is None):
+            raise ValueError("Exactly one of scaffold or summary_op must be provided.")
+        self._summary_op = summary_op
+        self._summary_writer = summary_writer
+        self._output_dir = output_dir
+        self._scaffold = scaffold
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+
+    def begin(self):
+        if self._summary_writer is None and self._output_dir:
+            self._summary_writer = FileWriterCache.get(self._output_dir)
+        self._next_step = None
+        self._global_step_tensor = _global_step_read("SummarySaverHook")
+
+    def before_run(self, run_context):
+        self._request_summary = self._next_step is None or \
+            self._timer.should_trigger_for_step(self._next_step)
+        requests = {"global_step": self._global_step_tensor}
+        summary_ops = self._get_summary_op()
+        if self._request_summary and summary_ops and self._summary_writer is not None:
+            requests["summary"] = summary_ops
+        return SessionRunArgs(requests)
+
+    def after_run(self, run_context, run_values):
+        if self._summary_writer is None:
+            return
+        global_step = run_values.results["global_step"] + 1
+        if self._next_step is None or self._request_summary:
+            # The fetched value may predate this step's update: read the step again.
+            global_step = run_context.session.run(self._global_step_tensor)
+        if self._next_step is None:
+            self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), global_step)
+        if self._request_summary:
+            self._timer.update_last_triggered_step(global_step)
+            for summary in run_values.results.get("summary", ()):
+                self._summary_writer.add_summary(summary, global_step)
+        self._next_step = global_step + 1
+
+    def end(self, session=None):
+        if self._summary_writer is not None:
+            self._summary_writer.flush()
+
+    def _get_summary_op(self):
+        """The summary tensors to fetch (a list), or None when there are none."""
+        summary_op = self._summary_op if self._summary_op is not None else self._scaffold.summary_op
+        if summary_op is None:
+            return None
+        return summary_op if isinstance(summary_op, list) else [summary_op]
+
+
+class ProfilerHook(SessionRunHook):
+    """Traces a step every N steps or seconds and saves its timeline (TF1 `tf.train.ProfilerHook`).
+
+    A triggered step runs with ``RunOptions(trace_level=FULL_TRACE)``; its step stats are written as
+    Chrome trace JSON to ``output_dir/timeline-<global step>.json`` (open it in chrome://tracing or
+    Perfetto) and its `RunMetadata` is added to the directory's cached `FileWriter` under the tag
+    ``step_<global step>`` (TensorBoard's graph tab then shows per-node compute time and memory).
+    The first step only starts the timer, as in TF: tracing it would measure start-up work.
+
+    Args:
+        save_steps: trace every N global steps.
+        save_secs: trace every N seconds.
+        output_dir: where the timelines and the run metadata go.
+        show_dataflow: draw arrows from producers to consumers in the timeline.
+        show_memory: add memory counters to the timeline.
+
+    Raises:
+        ValueError: not exactly one of `save_steps` and `save_secs`.
+    """
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True,
+                 show_memory=False):
+        self._output_file = os.path.join(output_dir, "timeline-{}.json")
+        self._output_dir = output_dir
+        self._show_dataflow, self._show_memory = show_dataflow, show_memory
+        self._timer = SecondOrStepTimer(every_secs=save_secs, every_steps=save_steps)
+
+    def begin(self):
+        self._file_writer = FileWriterCache.get(self._output_dir)
+        self._next_step = None
+        self._global_step_tensor = _global_step_read("ProfilerHook")
+
+    def before_run(self, run_context):
+        self._request_trace = (self._next_step is not None
+                               and self._timer.should_trigger_for_step(self._next_step))
+        options = None
+        if self._request_trace:
+            from kernflow.core.protobuf import config_pb2
+            options = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+        return SessionRunArgs({"global_step": self._global_step_tensor}, options=options)
+
+    def after_run(self, run_context, run_values):
+        global_step = run_values.results["global_step"]
+        if self._next_step is None:
+            self._timer.update_last_triggered_step(global_step)
+        global_step += 1
+        if self._request_trace:
+            global_step = run_context.session.run(self._global_step_tensor)
+            self._timer.update_last_triggered_step(global_step)
+            self._save(global_step, run_values.run_metadata)
+        self._next_step = global_step + 1
+
+    def _save(self, step, run_metadata):
+        from kernflow.core.client import timeline
+        path = self._output_file.format(step)
+        _log.info("Saving timeline for %d into '%s'.", step, path)
+        trace = timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format(
+            show_dataflow=self._show_dataflow, show_memory=self._show_memory)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(trace)
+        self._file_writer.add_run_metadata(run_metadata, f"step_{step}", step)
+
+    def end(self, session=None):
+        self._file_writer.flush()
 
 
 # ---------------------------------------------------------------------------- stopping and checks
@@ -429,6 +582,10 @@ class CheckpointSaverHook(SessionRunHook):
     """Saves checkpoints every N steps or seconds, once when the session is created and once at
     its end (unless that step was just saved).
 
+    As TF's, it also writes TensorBoard events to `checkpoint_dir` (through its `FileWriterCache`
+    writer): the graph and the meta graph when the session is created (with `save_graph_def`) and
+    a SessionLog CHECKPOINT naming the checkpoint prefix after each save.
+
     Args:
         checkpoint_dir: the directory of the checkpoints.
         save_secs: save every N seconds.
@@ -437,7 +594,8 @@ class CheckpointSaverHook(SessionRunHook):
         checkpoint_basename: the prefix's file name ("model.ckpt" -> "model.ckpt-<step>").
         scaffold: a `Scaffold` whose saver is used.
         listeners: `CheckpointSaverListener`s.
-        save_graph_def: also write ``graph.pbtxt`` to `checkpoint_dir` when the session is created.
+        save_graph_def: also write ``graph.pbtxt``, the graph event and the meta graph event when
+            the session is created, and a ``.meta`` file with each checkpoint.
 
     Raises:
         ValueError: both `saver` and `scaffold`, or neither or both of save_secs and save_steps.
@@ -459,6 +617,7 @@ class CheckpointSaverHook(SessionRunHook):
 
     def begin(self):
         self._graph = _ops.get_default_graph()
+        self._summary_writer = FileWriterCache.get(self._checkpoint_dir)
         self._global_step_tensor = _global_step_read("CheckpointSaverHook")
         for listener in self._listeners:
             listener.begin()
@@ -466,8 +625,7 @@ class CheckpointSaverHook(SessionRunHook):
     def after_create_session(self, session, coord):
         global_step = session.run(self._global_step_tensor)
         if self._save_graph_def:
-            training_util.write_graph(session.graph.as_graph_def(add_shapes=True),
-                                      self._checkpoint_dir, "graph.pbtxt")
+            self._write_graph(session.graph)
         # The checkpoint written here holds the state at step `global_step`.
         self._save(session, global_step)
         self._timer.update_last_triggered_step(global_step)
@@ -490,6 +648,17 @@ class CheckpointSaverHook(SessionRunHook):
             self._save(session, last_step)
         for listener in self._listeners:
             listener.end(session, last_step)
+        self._summary_writer.flush()
+
+    def _write_graph(self, graph):
+        """Writes graph.pbtxt and the graph and meta graph events (after every hook's `begin`, so
+        the graph is complete)."""
+        graph_def = graph.as_graph_def(add_shapes=True)
+        training_util.write_graph(graph_def, self._checkpoint_dir, "graph.pbtxt")
+        meta_graph_def = export_meta_graph(graph_def=graph_def, graph=graph,
+                                           saver_def=self._get_saver().saver_def)
+        self._summary_writer.add_graph(graph_def)
+        self._summary_writer.add_meta_graph(meta_graph_def)
 
     def _save(self, session, step) -> bool:
         """Writes a checkpoint for `step`; returns True if a listener asked to stop."""
@@ -499,6 +668,8 @@ class CheckpointSaverHook(SessionRunHook):
         _log.info("Saving checkpoints for %d into %s.", step, self._save_path)
         self._get_saver().save(session, self._save_path, global_step=step,
                                write_meta_graph=self._save_graph_def)
+        self._summary_writer.add_session_log(
+            SessionLog(status=SessionLog.CHECKPOINT, checkpoint_path=self._save_path), step)
         _log.info("Calling checkpoint listeners after saving checkpoint %d...", step)
         should_stop = False
         for listener in self._listeners:

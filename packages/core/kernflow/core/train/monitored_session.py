@@ -303,12 +303,15 @@ def _resolve_pair(steps, secs, default_steps, default_secs):
     return (None if steps is USE_DEFAULT else steps), (None if secs is USE_DEFAULT else secs)
 
 
-def _chief_hooks(scaffold, checkpoint_dir, summary_dir, log_step_count_steps, save_checkpoint_steps,
-                 save_checkpoint_secs, save_graph_def):
+def _chief_hooks(scaffold, checkpoint_dir, summary_dir, log_step_count_steps, save_summaries_steps,
+                 save_summaries_secs, save_checkpoint_steps, save_checkpoint_secs, save_graph_def):
     hooks = []
     if summary_dir and log_step_count_steps and log_step_count_steps > 0:
         hooks.append(_hooks.StepCounterHook(output_dir=summary_dir, every_n_steps=log_step_count_steps))
-    # TF adds a SummarySaverHook here; kernflow has no kf.summary yet.
+    if summary_dir and ((save_summaries_steps and save_summaries_steps > 0)
+                        or (save_summaries_secs and save_summaries_secs > 0)):
+        hooks.append(_hooks.SummarySaverHook(scaffold=scaffold, save_steps=save_summaries_steps,
+                                             save_secs=save_summaries_secs, output_dir=summary_dir))
     if checkpoint_dir and ((save_checkpoint_secs and save_checkpoint_secs > 0)
                            or (save_checkpoint_steps and save_checkpoint_steps > 0)):
         hooks.append(_hooks.CheckpointSaverHook(checkpoint_dir, save_steps=save_checkpoint_steps,
@@ -326,8 +329,9 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
     """Creates a `MonitoredSession` for training.
 
     The chief restores the latest checkpoint of `checkpoint_dir` (or initializes the model) and
-    gets, before `hooks`, `chief_only_hooks`, a `StepCounterHook` (when there is a summary
-    directory) and a `CheckpointSaverHook` (when there is a `checkpoint_dir`); a worker waits up to
+    gets, before `hooks`, `chief_only_hooks`, a `StepCounterHook` and a `SummarySaverHook` of the
+    scaffold's summary op (`kf.summary.merge_all()` by default) when there is a summary directory,
+    and a `CheckpointSaverHook` when there is a `checkpoint_dir`; a worker waits up to
     `max_wait_secs` for the chief to initialize the model and gets only `hooks`.
 
     Args:
@@ -339,8 +343,9 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
         chief_only_hooks: `SessionRunHook`s for the chief only.
         save_checkpoint_secs: save every N seconds (600 when neither this nor
             save_checkpoint_steps is given; None or 0: not by time).
-        save_summaries_steps: accepted for TF compatibility (kernflow writes no summaries yet).
-        save_summaries_secs: accepted for TF compatibility.
+        save_summaries_steps: save summaries every N global steps (100 when neither this nor
+            save_summaries_secs is given; None or 0: not by steps).
+        save_summaries_secs: save summaries every N seconds (None or 0: not by time).
         config: the session's `ConfigProto`.
         stop_grace_period_secs: how long `close()` waits for the threads to stop.
         log_step_count_steps: log global_step/sec every N steps (None or 0: never).
@@ -366,8 +371,8 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
                                   config=config)
     all_hooks = list(chief_only_hooks or [])
     all_hooks += _chief_hooks(scaffold, checkpoint_dir, summary_dir or checkpoint_dir,
-                              log_step_count_steps, save_checkpoint_steps, save_checkpoint_secs,
-                              save_graph_def)
+                              log_step_count_steps, save_summaries_steps, save_summaries_secs,
+                              save_checkpoint_steps, save_checkpoint_secs, save_graph_def)
     all_hooks += list(hooks or [])
     return MonitoredSession(session_creator=creator, hooks=all_hooks,
                             stop_grace_period_secs=stop_grace_period_secs)

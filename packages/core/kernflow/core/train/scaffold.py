@@ -9,7 +9,7 @@ default (and adding it to the collection) when the collection is empty, then fin
 | ready_op | READY_OP | `report_uninitialized_variables()` (global and local variables) |
 | ready_for_local_init_op | READY_FOR_LOCAL_INIT_OP | `report_uninitialized_variables(global_variables())` |
 | local_init_op | LOCAL_INIT_OP | `Scaffold.default_local_init_op()`: local variables + TABLE_INITIALIZERS |
-| summary_op | SUMMARY_OP | None (kernflow has no `kf.summary.merge_all` yet) |
+| summary_op | SUMMARY_OP | `kf.summary.merge_all()` (None when there are no summaries) |
 | saver | SAVERS | `Saver(sharded=True, allow_empty=True)` |
 
 Example::
@@ -47,7 +47,8 @@ def _default_ready_for_local_init_op():
 
 
 def _default_summary_op():
-    return None  # kf.summary.merge_all() once kernflow has summaries
+    from kernflow.core.summary.summary_ops import merge_all
+    return merge_all()
 
 
 def _default_saver():

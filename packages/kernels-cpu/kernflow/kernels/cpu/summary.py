@@ -61,12 +61,17 @@ def _scalar_tag(ctx, value, what: str = "tag") -> str:
 
 
 def _scalar_summary(ctx):
+    summary_pb = _pb().Summary
+
     def compute(tags, values):
         tags, values = np.asarray(tags, dtype=object), np.asarray(values)
         if tags.shape != values.shape:
             raise _invalid(ctx, f"tags and values are not the same shape: {list(tags.shape)} != "
                                 f"{list(values.shape)}")
-        s = _pb().Summary()
+        if values.ndim == 0:  # the usual case, without the loop
+            value = summary_pb.Value(tag=_text(tags[()]), simple_value=float(np.float32(values)))
+            return _out(summary_pb(value=[value]))
+        s = summary_pb()
         for tag, v in zip(tags.reshape(-1), values.reshape(-1).astype(np.float32).tolist()):
             s.value.add(tag=_text(tag), simple_value=v)
         return _out(s)
@@ -224,21 +229,25 @@ def _tensor_summary(ctx):
 def _merge_summary(ctx):
     from google.protobuf.message import DecodeError
 
+    summary_pb = _pb().Summary
+
     def compute(*inputs):
-        pb, tags = _pb(), set()
-        out = pb.Summary()
+        tags, blobs = set(), []
         for blob in (b for x in inputs for b in np.asarray(x, dtype=object).reshape(-1)):
-            one = pb.Summary()
+            blob = blob if isinstance(blob, bytes) else str(blob).encode()
             try:
-                one.ParseFromString(blob if isinstance(blob, bytes) else str(blob).encode())
+                one = summary_pb.FromString(blob)
             except DecodeError:
                 raise _invalid(ctx, "Could not parse one of the summary inputs") from None
             for v in one.value:
                 if v.tag and v.tag in tags:
                     raise _invalid(ctx, f"Duplicate tag {v.tag} found in summary inputs")
                 tags.add(v.tag)
-            out.value.extend(one.value)
-        return _out(out)
+            blobs.append(blob)
+        # Serialized Summaries concatenate into one whose `value` lists all of theirs, in order.
+        out = np.empty((), dtype=object)
+        out[()] = b"".join(blobs)
+        return out
     return compute
 
 

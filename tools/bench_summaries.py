@@ -1,0 +1,234 @@
+"""Summary-writing overhead: the digits MLP of bench_training.py (64-128-128-10, ReLU, SGD, batch 64).
+
+Times one training step
+  (a) ``plain``: ``[train, loss]`` through ``Session.make_callable``, no summaries;
+  (b) ``every_step``: ``[train, loss, merged]`` (scalar summaries of loss and batch accuracy) and
+      ``FileWriter.add_summary`` after every step;
+  (c) under ``MonitoredTrainingSession``: ``mts_summaries`` (summary_dir set, save_summaries_steps=100,
+      so a SummarySaverHook and TF's default StepCounterHook) against ``mts_off`` (no summary_dir: no
+      hooks), and ``mts_summary_hook_only`` (log_step_count_steps=0) to tell the two hooks apart.
+Rounds alternate between the contenders so load on a shared machine hits them alike; each ratio is
+the median of the per-round ratios. ``add_summary_us`` is the time ``add_summary`` kept the training
+thread (it parses and enqueues; the writer thread serializes and writes), with the deepest queue seen.
+
+``--tf-python PATH`` runs the identical program under TensorFlow's tf.compat.v1 in that interpreter
+(same data, same graph code) and reports it side by side.
+
+Usage: python tools/bench_summaries.py [--steps 300] [--rounds 7] [--tf-python /tmp/tfvenv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_training import LR, _init  # noqa: E402  (the same model and initial weights)
+
+GOALS = {"every_step_ratio": 1.1, "mts_ratio": 1.02}
+
+
+def load_framework(name):
+    """kernflow.core, or tensorflow.compat.v1 in graph mode."""
+    if name == "kernflow":
+        import kernflow.core as fw
+        return fw
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow.compat.v1 as fw
+    fw.disable_eager_execution()
+    return fw
+
+
+def build(fw):
+    """The MLP with a global step and the loss/accuracy scalar summaries, in a new graph."""
+    ws, bs = _init()
+    g = fw.Graph()
+    with g.as_default():
+        x = fw.placeholder(fw.float32, [None, 64], name="x")
+        y = fw.placeholder(fw.int64, [None], name="y")
+        h = x
+        for i, (w0, b0) in enumerate(zip(ws, bs)):
+            h = fw.matmul(h, fw.Variable(w0)) + fw.Variable(b0)
+            if i < len(ws) - 1:
+                h = fw.nn.relu(h)
+        loss = fw.reduce_mean(fw.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
+        accuracy = fw.reduce_mean(fw.cast(fw.equal(fw.argmax(h, 1), y), fw.float32))
+        step = fw.train.get_or_create_global_step()
+        train = fw.train.GradientDescentOptimizer(LR).minimize(loss, global_step=step)
+        fw.summary.scalar("loss", loss)
+        fw.summary.scalar("accuracy", accuracy)
+        merged = fw.summary.merge_all()
+        init = fw.global_variables_initializer()
+    return types.SimpleNamespace(graph=g, x=x, y=y, loss=loss, train=train, merged=merged, init=init)
+
+
+class Plain:
+    """(a): make_callable([train, loss])."""
+
+    def __init__(self, fw, logdir):
+        self.m = build(fw)
+        self.sess = fw.Session(graph=self.m.graph)
+        self.sess.run(self.m.init)
+        self.fn = self.sess.make_callable([self.m.train, self.m.loss], feed_list=[self.m.x, self.m.y])
+
+    def step(self, xb, yb):
+        self.fn(xb, yb)
+
+    def close(self):
+        self.sess.close()
+
+
+class EveryStep(Plain):
+    """(b): make_callable([train, loss, merged]) and add_summary after every step, timed."""
+
+    def __init__(self, fw, logdir):
+        super().__init__(fw, logdir)
+        self.fn = self.sess.make_callable([self.m.train, self.m.loss, self.m.merged],
+                                          feed_list=[self.m.x, self.m.y])
+        self.writer = fw.summary.FileWriter(logdir, self.m.graph)
+        self.queue = getattr(getattr(self.writer, "event_writer", None), "_queue", None)
+        self.add_s, self.depth, self.i = [], 0, 0
+
+    def step(self, xb, yb):
+        summary = self.fn(xb, yb)[2]
+        if self.queue is not None:
+            self.depth = max(self.depth, self.queue.qsize())
+        t = time.perf_counter()
+        self.writer.add_summary(summary, self.i)
+        self.add_s.append(time.perf_counter() - t)
+        self.i += 1
+
+    def close(self):
+        self.writer.close()
+        super().close()
+
+
+class Monitored:
+    """(c): MonitoredTrainingSession.run([train, loss], feed_dict) with the given summary options."""
+
+    def __init__(self, fw, logdir, **mts_args):
+        self.m = build(fw)
+        with self.m.graph.as_default():
+            self.sess = fw.train.MonitoredTrainingSession(**mts_args)
+        self.fetches = [self.m.train, self.m.loss]
+
+    def step(self, xb, yb):
+        self.sess.run(self.fetches, {self.m.x: xb, self.m.y: yb})
+
+    def close(self):
+        self.sess.close()
+
+
+CONTENDERS = {
+    "plain": Plain,
+    "every_step": EveryStep,
+    "mts_off": lambda fw, d: Monitored(fw, d, summary_dir=None),
+    "mts_summaries": lambda fw, d: Monitored(fw, d, summary_dir=d, save_summaries_steps=100),
+    "mts_summary_hook_only": lambda fw, d: Monitored(fw, d, summary_dir=d, save_summaries_steps=100,
+                                                      log_step_count_steps=0),
+}
+
+
+def _time(contender, batches, steps):
+    t = time.perf_counter()
+    for i in range(steps):
+        contender.step(*batches[i % len(batches)])
+    return (time.perf_counter() - t) / steps
+
+
+def measure(framework, batches, steps, rounds):
+    """Per-step seconds of every contender, `rounds` alternating rounds of `steps` steps each."""
+    fw = load_framework(framework)
+    with tempfile.TemporaryDirectory(prefix="bench_summaries_") as root:
+        live = {name: make(fw, os.path.join(root, name)) for name, make in CONTENDERS.items()}
+        try:
+            for c in live.values():  # warm up: compile the steps, start the writer threads
+                _time(c, batches, 30)
+            times = {name: [] for name in live}
+            for _ in range(rounds):
+                for name, c in live.items():
+                    times[name].append(_time(c, batches, steps))
+            every = live["every_step"]
+            add_us = np.array(every.add_s[30 * 1:]) * 1e6  # without the warm-up
+            depth = every.depth if every.queue is not None else None
+        finally:
+            for c in live.values():
+                c.close()
+    return _report(times, add_us, depth)
+
+
+def _ratio(times, a, b):
+    return round(statistics.median(x / y for x, y in zip(times[a], times[b])), 3)
+
+
+def _report(times, add_us, depth):
+    row = {f"{name}_us": round(statistics.median(v) * 1e6, 1) for name, v in times.items()}
+    row["every_step_ratio"] = _ratio(times, "every_step", "plain")
+    row["mts_ratio"] = _ratio(times, "mts_summaries", "mts_off")
+    row["mts_summary_hook_only_ratio"] = _ratio(times, "mts_summary_hook_only", "mts_off")
+    row["add_summary_us"] = {"p50": round(float(np.percentile(add_us, 50)), 1),
+                             "p99": round(float(np.percentile(add_us, 99)), 1),
+                             "max": round(float(add_us.max()), 1)}
+    row["writer_queue_max_depth"] = depth
+    return row
+
+
+def _batches(path=None, batch=64):
+    if path:
+        with np.load(path) as d:
+            return list(zip(d["x"], d["y"]))
+    from bench_training import _data
+    return _data(batch)
+
+
+def _run_tensorflow(tf_python, batches, steps, rounds):
+    if not (tf_python and os.path.exists(tf_python)):
+        return None, f"no TensorFlow interpreter at {tf_python!r}: TensorFlow not measured"
+    with tempfile.TemporaryDirectory(prefix="bench_summaries_data_") as d:
+        path = os.path.join(d, "batches.npz")
+        np.savez(path, x=np.stack([b[0] for b in batches]), y=np.stack([b[1] for b in batches]))
+        r = subprocess.run([tf_python, os.path.abspath(__file__), "--framework", "tensorflow", "--data", path,
+                            "--steps", str(steps), "--rounds", str(rounds)],
+                           capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        return None, f"TensorFlow run failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}"
+    return json.loads(r.stdout), None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=300, help="steps per contender and round")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--tf-python", default=None,
+                   help="a Python with TensorFlow (e.g. /tmp/tfvenv/bin/python) to run the same program")
+    p.add_argument("--framework", choices=["kernflow", "tensorflow"], default="kernflow",
+                   help=argparse.SUPPRESS)
+    p.add_argument("--data", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    batches = _batches(args.data)
+    if args.framework == "tensorflow":  # the child of --tf-python: one framework, bare JSON
+        print(json.dumps(measure("tensorflow", batches, args.steps, args.rounds)))
+        return 0
+    res = {"workload": "digits MLP 64-128-128-10 SGD step, batch 64", "steps_per_round": args.steps,
+           "rounds": args.rounds, "kernflow": measure("kernflow", batches, args.steps, args.rounds)}
+    if args.tf_python:
+        res["tensorflow"], skipped = _run_tensorflow(args.tf_python, batches, args.steps, args.rounds)
+        if skipped:
+            print(f"bench_summaries: {skipped}", file=sys.stderr)
+            res["tensorflow_skipped"] = skipped
+    res["goals"] = GOALS
+    print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
