@@ -59,13 +59,6 @@ def procs():
 
 
 @pytest.fixture
-def etcd():
-    server = start_etcd()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def cluster(tmp_path):
     """``kernflow cluster up --ps 1 --workers 2`` in tmp_path; returns its state; always torn down."""
     state_dir = tmp_path / "state"

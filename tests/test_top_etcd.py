@@ -15,7 +15,7 @@ import pytest
 
 import kernflow.core as kf
 from kernflow.client import discovery
-from kernflow.client.etcd_server import free_port, start_etcd
+from kernflow.client.etcd_server import free_port
 from kernflow.client.worker_client import GrpcWorkerClient
 from kernflow.master.master import Master
 from kernflow.master.server import MasterServer
@@ -24,13 +24,6 @@ from kernflow.worker.server import WorkerServer
 pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(90)]
 
 CLUSTER = "toptest"
-
-
-@pytest.fixture
-def etcd():
-    server = start_etcd()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

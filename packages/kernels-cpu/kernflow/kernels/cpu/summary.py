@@ -60,17 +60,41 @@ def _scalar_tag(ctx, value, what: str = "tag") -> str:
     return _text(arr[()])
 
 
+_F32 = np.dtype("<f4")
+_MAX_CACHED_TAGS = 256
+
+
+def _scalar_prefix(summary_pb, tag: str) -> bytes:
+    """The serialized one-value Summary for `tag` up to its simple_value's 4 float bytes.
+
+    protobuf writes fields in number order, so the float (Value field 2, fixed32) is last: a
+    scalar summary is this prefix plus the value's little-endian float32 bytes.
+    """
+    data = summary_pb(value=[summary_pb.Value(tag=tag, simple_value=0.0)]).SerializeToString()
+    if not data.endswith(b"\x15\x00\x00\x00\x00"):
+        raise AssertionError(f"unexpected Summary encoding {data!r}")
+    return data[:-4]
+
+
 def _scalar_summary(ctx):
     summary_pb = _pb().Summary
+    prefixes = {}   # tag -> serialized prefix (a summary op's tag is nearly always one constant)
 
     def compute(tags, values):
         tags, values = np.asarray(tags, dtype=object), np.asarray(values)
         if tags.shape != values.shape:
             raise _invalid(ctx, f"tags and values are not the same shape: {list(tags.shape)} != "
                                 f"{list(values.shape)}")
-        if values.ndim == 0:  # the usual case, without the loop
-            value = summary_pb.Value(tag=_text(tags[()]), simple_value=float(np.float32(values)))
-            return _out(summary_pb(value=[value]))
+        if values.ndim == 0:  # the usual case: a cached prefix and the value's float32 bytes
+            tag = tags[()]
+            prefix = prefixes.get(tag)
+            if prefix is None:
+                if len(prefixes) >= _MAX_CACHED_TAGS:
+                    prefixes.clear()
+                prefix = prefixes[tag] = _scalar_prefix(summary_pb, _text(tag))
+            out = np.empty((), dtype=object)
+            out[()] = prefix + values.astype(_F32, copy=False).tobytes()
+            return out
         s = summary_pb()
         for tag, v in zip(tags.reshape(-1), values.reshape(-1).astype(np.float32).tolist()):
             s.value.add(tag=_text(tag), simple_value=v)
@@ -226,6 +250,15 @@ def _tensor_summary(ctx):
     return compute
 
 
+def _blobs(inputs):
+    """The serialized summaries of MergeSummary's inputs (scalars, or string tensors of any shape)."""
+    for x in inputs:
+        if isinstance(x, np.ndarray) and x.ndim == 0:
+            yield x[()]
+        else:
+            yield from np.asarray(x, dtype=object).reshape(-1)
+
+
 def _merge_summary(ctx):
     from google.protobuf.message import DecodeError
 
@@ -233,7 +266,7 @@ def _merge_summary(ctx):
 
     def compute(*inputs):
         tags, blobs = set(), []
-        for blob in (b for x in inputs for b in np.asarray(x, dtype=object).reshape(-1)):
+        for blob in _blobs(inputs):
             blob = blob if isinstance(blob, bytes) else str(blob).encode()
             try:
                 one = summary_pb.FromString(blob)
