@@ -18,6 +18,7 @@ from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import sparse_tensor as _sparse
+from kernflow.core.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
 from kernflow.core.plugins import manager
 from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
 from kernflow.core import telemetry
@@ -29,6 +30,10 @@ _step_start = telemetry.step_start   # None unless a MeterProvider is installed 
 
 
 # ---------------------------------------------------------------------------- fetch structure
+def _none(vals):
+    return None
+
+
 class _FetchMapper:
     """Flattens a nested fetch structure into unique graph elements and rebuilds the results."""
 
@@ -45,6 +50,13 @@ class _FetchMapper:
         return i
 
     def _plan(self, graph, f):
+        t = type(f)
+        if t is _ops.Tensor and f._op._graph is graph:   # the usual leaf
+            i = self._add(f)
+            return lambda vals: vals[i]
+        if t is _ops.Operation and f._graph is graph:
+            self._add(f)
+            return _none
         if f is None:
             raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
         if isinstance(f, (list, tuple)):
@@ -60,7 +72,6 @@ class _FetchMapper:
             if isinstance(f, collections.defaultdict):
                 return lambda vals: collections.defaultdict(f.default_factory, ((k, s(vals)) for k, s in items))
             return lambda vals: cls((k, s(vals)) for k, s in items)
-        from kernflow.core.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
         if isinstance(f, IndexedSlices):  # fetched as (values, indices, dense_shape), as TF does
             parts = [self._plan(graph, x) if x is not None else (lambda vals: None)
                      for x in (f.values, f.indices, f.dense_shape)]
@@ -77,7 +88,7 @@ class _FetchMapper:
             raise ValueError(f"Fetch argument {f!r} cannot be interpreted as a Tensor. ({e})") from None
         i = self._add(el)
         if isinstance(el, _ops.Operation):
-            return lambda vals: None
+            return _none
         return lambda vals: vals[i]
 
     def build(self, values):
