@@ -31,21 +31,32 @@ def free_ports(n: int) -> list[int]:
 
 
 class ChildProcess:
-    """A child process whose merged stdout/stderr is read by a thread, line by line."""
+    """A child process whose stdout and stderr lines are read by two threads into one stream.
+
+    The two pipes are read separately, so a log record written to stderr by one thread of the child
+    never lands in the middle of a line another thread is printing (unbuffered `print` writes its
+    arguments one by one).
+    """
 
     def __init__(self, name: str, args, env=None):
         self.name = name
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=env or dict(os.environ, PYTHONUNBUFFERED="1"))
         self._lines: queue.Queue = queue.Queue()
         self._out: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._open = 2
+        self._lock = threading.Lock()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            threading.Thread(target=self._pump, args=(pipe,), daemon=True).start()
 
-    def _pump(self):
-        for line in self.proc.stdout:
+    def _pump(self, pipe):
+        for line in pipe:
             self._out.append(line)
             self._lines.put(line)
-        self._lines.put(None)
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                self._lines.put(None)
 
     def output(self) -> str:
         """The last few thousand characters the child printed."""
