@@ -123,6 +123,9 @@ def parse_args(argv):
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--eval-batches", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--logdir", default=None,
+                   help="write TensorBoard summaries here (the graph, the training loss every "
+                        "--log-every steps, the evaluation loss and accuracy)")
     p.add_argument("--device", default=None,
                    help="pin the model to a device, e.g. /gpu:0 (default: placement decides)")
     args = p.parse_args(argv)
@@ -131,6 +134,13 @@ def parse_args(argv):
     if not 1 <= args.min_len <= args.max_len:
         p.error("need 1 <= --min-len <= --max-len")
     return args
+
+
+def _write(writer, step, scalars):
+    """Adds one Summary of `scalars` ({tag: value}) at `step` (TF1's hand-built summary idiom)."""
+    if writer is not None:
+        writer.add_summary(kf.Summary(value=[kf.Summary.Value(tag=t, simple_value=v)
+                                             for t, v in scalars.items()]), step)
 
 
 def main(argv=None):
@@ -146,12 +156,14 @@ def main(argv=None):
         config = kf.ConfigProto(allow_soft_placement=True)   # TensorArrays live on the host
         with kf.Session(config=config) as sess:
             sess.run(kf.global_variables_initializer())
+            writer = kf.summary.FileWriter(args.logdir, sess.graph) if args.logdir else None
 
             def evaluate():
                 out = [sess.run([loss, accuracy], dict(zip(feeds, b))) for b in eval_data]
                 return [float(v) for v in np.mean(out, axis=0)]
 
             initial_loss, initial_acc = evaluate()
+            _write(writer, 0, {"eval/loss": initial_loss, "eval/accuracy": initial_acc})
             start = time.time()
             window = []
             for step in range(1, args.steps + 1):
@@ -161,9 +173,15 @@ def main(argv=None):
                 if step % args.log_every == 0 or step == args.steps:
                     print(json.dumps({"step": step, "loss": round(float(np.mean(window)), 4)}),
                           flush=True)
+                    _write(writer, step, {"train/loss": float(np.mean(window))})
                     window = []
             seconds = time.time() - start
             final_loss, final_acc = evaluate()
+            _write(writer, args.steps, {"eval/loss": final_loss, "eval/accuracy": final_acc})
+    if writer is not None:
+        writer.close()
+        print(f"TensorBoard summaries in {args.logdir}: tensorboard --logdir {args.logdir}",
+              file=sys.stderr)
     summary = {"initial_loss": round(initial_loss, 4), "final_loss": round(final_loss, 4),
                "initial_accuracy": round(initial_acc, 4), "accuracy": round(final_acc, 4),
                "steps": args.steps, "seconds": round(seconds, 2),

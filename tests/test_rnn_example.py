@@ -64,3 +64,16 @@ def test_loop_runs_to_the_batch_max_and_padding_is_masked():
                 # Pads are tokens too: counting them as part of the sequence changes the result.
                 _, longer = run(padded, lengths[b:b + 1] + 3, labels[b:b + 1])
                 assert not np.allclose(longer[0], logits[b], atol=1e-6)
+
+
+def test_logdir_gets_tensorboard_summaries(tmp_path):
+    import glob
+    r = subprocess.run([sys.executable, EXAMPLE, "--steps", "40", "--log-every", "20",
+                        "--logdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"tensorboard --logdir {tmp_path}" in r.stderr
+    (path,) = glob.glob(os.path.join(str(tmp_path), "events.out.tfevents.*"))
+    events = list(kf.train.summary_iterator(path))
+    assert any(e.graph_def for e in events)
+    scalars = {(e.step, v.tag) for e in events if e.HasField("summary") for v in e.summary.value}
+    assert {(20, "train/loss"), (40, "train/loss"), (0, "eval/accuracy"), (40, "eval/loss")} <= scalars
