@@ -158,6 +158,45 @@ def test_kernflow_register_session_factories(with_plugin):
             assert s.run(c) == len("echo://abc")
 
 
+def test_kernflow_register_servers(with_plugin):
+    made = []
+
+    class RecordingServer:
+        """Serves nothing; records what kf.train.Server asks of it."""
+
+        def __init__(self, cluster, job_name, task_index, config):
+            self.cluster_spec, self.calls = cluster, []
+            self.target = f"loop://{cluster.task_address(job_name, task_index)}"
+            made.append(self)
+
+        def start(self):
+            self.calls.append("start")
+
+        def join(self, timeout=None):
+            self.calls.append(("join", timeout))
+
+        def stop(self):
+            self.calls.append("stop")
+
+    def kernflow_register_servers(registry):
+        registry.register("test-loop", RecordingServer)
+
+    regs = with_plugin(_plugin(kernflow_register_servers=kernflow_register_servers))
+    with pytest.raises(ValueError, match="registered twice: first at .*test_hooks.py.*again at"):
+        regs.servers.register("test-loop", RecordingServer)
+    cluster = {"w": ["h:1", "h:2"]}
+    with kf.train.Server(cluster, job_name="w", task_index=1, protocol="test-loop") as server:
+        assert server.target == "loop://h:2"
+        assert server.server_def["protocol"] == "test-loop" and server.server_def["task_index"] == 1
+        assert server.cluster_spec == cluster
+        server.join(0.1)
+    server.stop()  # idempotent: the plugin's server is stopped once
+    assert made[0].calls == ["start", ("join", 0.1), "stop"]
+    assert kf.train.Server(cluster, "w", 0, protocol="test-loop", start=False) and made[1].calls == []
+    with pytest.raises(ValueError, match="Unsupported protocol 'rdma'.*'test-loop'"):
+        kf.train.Server(cluster, "w", 0, protocol="rdma")
+
+
 def test_kernflow_register_commands(with_plugin, capsys):
     def kernflow_register_commands(registry):
         registry.register("hello", "say hello", lambda p: p.add_argument("--who", default="world"),
@@ -171,7 +210,7 @@ def test_kernflow_register_commands(with_plugin, capsys):
 
 def test_every_hook_has_a_test_and_a_doc_section():
     hooks = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("kernflow_")]
-    assert len(hooks) == 7
+    assert len(hooks) == 8
     tests = {n for n, _ in inspect.getmembers(importlib.import_module(__name__)) if n.startswith("test_")}
     doc = (ROOT / "docs" / "plugins.md").read_text()
     for h in hooks:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import socket
+import subprocess
 import sys
 
 import numpy as np
@@ -75,9 +78,41 @@ def test_server_argument_errors():
 
 
 def test_server_without_the_distributed_packages(monkeypatch):
-    monkeypatch.setitem(sys.modules, "kernflow.master.master", None)
-    with pytest.raises(ImportError, match="pip install packages/client packages/master packages/worker"):
+    from kernflow.core.plugins import manager
+    pm = manager.KernflowPluginManager()  # an embedded-only install: core's own plugins, no others
+    for name in manager.DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    monkeypatch.setattr(manager, "_registries", manager.Registries(pm))
+    with pytest.raises(ImportError, match="no installed plugin serves 'grpc' .*install it with "
+                                          "`pip install packages/client packages/master packages/worker`"):
         Server.create_local_server()
+    with pytest.raises(ValueError, match="Unsupported protocol 'rdma'.*server protocols: none"):
+        Server({"w": ["localhost:1"]}, protocol="rdma")
+    with pytest.raises(ValueError, match="job_name"):  # arguments are checked before the lookup
+        Server({"w": ["localhost:1"], "ps": ["localhost:2"]})
+
+
+_EMBEDDED_ONLY = """
+import sys
+import kernflow.core as kf
+with kf.Session() as sess:
+    assert sess.run(kf.constant(2.0) * 21.0) == 42.0
+try:
+    kf.train.Server.create_local_server()
+except ImportError as e:
+    print("ImportError:", e)
+print("service modules:", sorted(m for m in sys.modules if m.split(".")[:2] in
+                                 (["kernflow", "client"], ["kernflow", "master"], ["kernflow", "worker"])))
+"""
+
+
+def test_core_runs_and_explains_server_without_service_plugins():
+    env = dict(os.environ, KERNFLOW_DISABLE_PLUGINS="client,master,worker")
+    r = subprocess.run([sys.executable, "-c", _EMBEDDED_ONLY], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ImportError: kf.train.Server(protocol='grpc') needs kernflow's distributed runtime" in r.stdout
+    assert "service modules: []" in r.stdout
 
 
 # ---------------------------------------------------------------------------- servers

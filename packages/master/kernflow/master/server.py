@@ -1,8 +1,8 @@
 """`MasterServer`: a gRPC server for a `Master` (and, optionally, other services on the same port).
 
 A TF task serves the master and the worker service on one port, so ``grpc://host:port`` of any task
-of a cluster is a valid session target; `kernflow.core.train.server_lib.Server` does the same by
-handing this server the worker's servicer through `extra_servicers`.
+of a cluster is a valid session target; `kernflow.worker.task_server` (what `kf.train.Server`
+builds) does the same by handing this server the worker's servicer through `extra_servicers`.
 """
 
 from __future__ import annotations

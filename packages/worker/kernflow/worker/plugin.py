@@ -15,6 +15,9 @@ With etcd, the task registers itself and finds the other tasks there instead of 
 It keeps ``/kernflow/NAME/workers/worker/0`` alive under a lease of ``--ttl`` seconds (re-registering
 after an etcd restart), resolves other tasks through a watch of ``/kernflow/NAME/workers/``, and
 removes its key when it stops (a killed worker's key expires after the TTL).
+
+It also registers the "grpc" server of ``kf.train.Server`` (`kernflow.worker.task_server`: this
+task's worker and a master on one port) when kernflow-master is installed too.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import sys
 
 from kernflow.core.plugins import hookimpl
 
-__all__ = ["kernflow_register_commands", "configure", "run", "identity"]
+__all__ = ["kernflow_register_commands", "kernflow_register_servers", "configure", "run", "identity",
+           "grpc_server"]
 
 
 def configure(parser) -> None:
@@ -146,3 +150,18 @@ def identity(args):
 def kernflow_register_commands(registry):
     registry.register("worker", "serve one task of a kernflow cluster (the worker service)",
                       configure, run, identity=identity)
+
+
+def grpc_server(**kwargs):
+    """The "grpc" server factory; grpc, the master and the worker are imported on first use."""
+    from kernflow.worker.task_server import GrpcTaskServer
+    return GrpcTaskServer(**kwargs)
+
+
+@hookimpl
+def kernflow_register_servers(registry):
+    # The task server hosts a master too: without kernflow-master (not a dependency of this
+    # package) nothing is registered, and kf.train.Server says what to install.
+    import importlib.util
+    if importlib.util.find_spec("kernflow.master") is not None:
+        registry.register("grpc", grpc_server)

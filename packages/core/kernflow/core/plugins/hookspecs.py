@@ -72,6 +72,19 @@ def kernflow_register_session_factories(registry):
 
 
 @hookspec
+def kernflow_register_servers(registry):
+    """Add in-process task servers by protocol: ``registry.register(protocol, factory)``.
+
+    Called by the first `kf.train.Server(cluster, job_name, task_index, protocol=...)`, after the
+    arguments are checked. ``factory(cluster=, job_name=, task_index=, config=)`` receives a
+    `ClusterSpec` in which that task exists with a ``host:port`` address and returns an unstarted
+    server with ``target`` (the session target of its master), ``cluster_spec`` (with a bound port
+    in place of port 0), ``start()`` (idempotent), ``join(timeout=None)`` and ``stop()`` (called
+    once). kernflow-worker registers ``"grpc"``; core registers none.
+    """
+
+
+@hookspec
 def kernflow_register_commands(registry):
     """Add `kernflow` CLI subcommands: ``registry.register(name, help, configure, run, identity=None)``.
 

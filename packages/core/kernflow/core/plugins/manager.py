@@ -61,7 +61,8 @@ def get_plugin_manager() -> KernflowPluginManager:
 
 
 class Registries:
-    """The registries the hooks fill: ops, kernels, devices, optimizers, transports, sessions, commands."""
+    """The registries the hooks fill: ops, kernels, devices, optimizers, transports, sessions, servers,
+    commands."""
 
     def __init__(self, pm):
         from kernflow.core.plugins import registry as r
@@ -71,6 +72,7 @@ class Registries:
         self.optimizers = r.NamedRegistry("optimizer")
         self.transports = r.NamedRegistry("transport")
         self.session_factories = r.NamedRegistry("session factory")
+        self.servers = r.ServerRegistry()
         self.commands = r.CommandRegistry()
         pm.hook.kernflow_register_ops(registry=self.ops)
         pm.hook.kernflow_register_devices(registry=self.devices)
@@ -78,6 +80,7 @@ class Registries:
         pm.hook.kernflow_register_optimizers(registry=self.optimizers)
         pm.hook.kernflow_register_transports(registry=self.transports)
         pm.hook.kernflow_register_session_factories(registry=self.session_factories)
+        pm.hook.kernflow_register_servers(registry=self.servers)
         pm.hook.kernflow_register_commands(registry=self.commands)
 
 

@@ -13,7 +13,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.framework.op_def_registry import call_site
 
 __all__ = ["OpRegistrar", "KernelDef", "KernelRegistry", "DeviceRegistry", "NamedRegistry",
-           "CommandRegistry"]
+           "ServerRegistry", "CommandRegistry"]
 
 
 class OpRegistrar:
@@ -237,6 +237,35 @@ class NamedRegistry:
 
     def __contains__(self, name) -> bool:
         return name in self._items
+
+
+# What to install for each server protocol kernflow ships, named when none is registered for it.
+SERVER_PACKAGES = {"grpc": "`pip install packages/client packages/master packages/worker` "
+                           "(kernflow-client, kernflow-master, kernflow-worker)"}
+
+
+class ServerRegistry(NamedRegistry):
+    """In-process task servers by protocol ("grpc"): what `kf.train.Server` builds."""
+
+    def __init__(self):
+        super().__init__("server factory")
+
+    def get(self, protocol: str):
+        """Returns the server factory registered for `protocol`.
+
+        Raises:
+            ImportError: no plugin serves a protocol kernflow ships ("grpc"); names what to install.
+            ValueError: no plugin serves any other protocol; lists the registered ones.
+        """
+        if protocol in self:
+            return super().get(protocol)
+        have = ", ".join(map(repr, self.names())) or "none"
+        if protocol in SERVER_PACKAGES:
+            raise ImportError(f"kf.train.Server(protocol={protocol!r}) needs kernflow's distributed "
+                              f"runtime, and no installed plugin serves {protocol!r} (server protocols: "
+                              f"{have}); install it with {SERVER_PACKAGES[protocol]}")
+        raise ValueError(f"Unsupported protocol {protocol!r}: no installed plugin serves it (server "
+                         f"protocols: {have})")
 
 
 @dataclasses.dataclass

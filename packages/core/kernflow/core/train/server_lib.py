@@ -6,21 +6,19 @@ it serves, on the task's port, the worker service (running the partitions of any
 this task's devices) and a master service whose workers are every task of the cluster, so
 ``kf.Session(server.target)`` (or ``"grpc://"`` + any task's address) runs steps on the cluster.
 
-The servers live in the distributed-runtime packages (kernflow-client, kernflow-master,
-kernflow-worker); this module imports them only when a `Server` is created, so core keeps working
-without gRPC installed.
+`Server` checks its arguments here; the server itself comes from the factory a plugin registers for
+its protocol through the `kernflow_register_servers` hook (kernflow-worker registers "grpc"). Core
+imports no service package, so it works without gRPC installed; `Server` then raises an ImportError
+naming the packages to install.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 
 __all__ = ["ClusterSpec", "Server"]
 
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_MISSING = ("kf.train.Server needs kernflow's distributed runtime; install it with "
-            "`pip install packages/client packages/master packages/worker`")
 
 
 class ClusterSpec:
@@ -171,28 +169,27 @@ class Server:
     """An in-process server for one task of a cluster (TF1's ``tf.train.Server``).
 
     Serves, on the task's address, the worker service for this task's devices and a master whose
-    workers are every task of the cluster (this task's own worker is called in process).
+    workers are every task of the cluster (this task's own worker is called in process). The server
+    is built by the factory registered for `protocol` (hook `kernflow_register_servers`).
 
     Args:
         server_or_cluster_def: a `ClusterSpec`, a cluster dict, or a dict with keys "cluster",
             "job_name", "task_index", "protocol", "default_session_config" (TF's ServerDef).
         job_name: this task's job (may be omitted when the cluster has one job).
         task_index: this task's index (may be omitted when the job has one task).
-        protocol: only "grpc".
+        protocol: a protocol an installed plugin serves ("grpc" with kernflow-worker).
         config: a `ConfigProto`: the default session config (device counts, timeouts).
         start: start serving now (else call `start`).
 
     Raises:
-        ValueError: for a job or task the cluster lacks, or an unsupported protocol.
-        ImportError: when the distributed-runtime packages are not installed.
+        ValueError: for a job or task the cluster lacks, or a protocol no plugin serves.
+        ImportError: when the distributed-runtime packages (the "grpc" server) are not installed.
     """
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol="grpc",
                  config=None, start=True):
         cluster, job_name, task_index, protocol, config = _split_server_def(
             server_or_cluster_def, job_name, task_index, protocol, config)
-        if protocol != "grpc":
-            raise ValueError(f"Unsupported protocol {protocol!r}: kernflow servers speak 'grpc'")
         if job_name is None:
             if len(cluster.jobs) != 1:
                 raise ValueError(f"Must specify an explicit job_name: the cluster has jobs {cluster.jobs}")
@@ -209,65 +206,14 @@ class Server:
         if not sep or not host or not port.isdigit():
             raise ValueError(f"The address of /job:{job_name}/task:{task_index} must be 'host:port', "
                              f"got {address!r}")
-        try:
-            from kernflow.client.worker_client import GrpcWorkerClient
-            from kernflow.master.master import Master
-            from kernflow.master.server import MasterServer
-            from kernflow.worker.servicer import WorkerServicer, add_to_server
-            from kernflow.worker.worker import Worker
-        except ImportError as e:
-            raise ImportError(f"{_MISSING} ({e})") from e
-
-        self._job_name, self._task_index, self._config = job_name, task_index, config
-        self._task_name = f"/job:{job_name}/replica:0/task:{task_index}"
-        self._lock = threading.Lock()
-        self._clients: dict = {}
-        self._addresses = {name: None for name in cluster.task_names()}
-        self._cluster = cluster
-        self._grpc_worker_client = GrpcWorkerClient
-        self._worker = Worker(job_name, task_index, config=config, resolver=self._resolve)
-        self._master = Master(self._resolve, config=config, tasks=cluster.task_names(),
-                              local_task=self._task_name)
-
-        def add_worker_service(grpc_server):
-            add_to_server(WorkerServicer(self._worker), grpc_server)
-
-        local = host in ("localhost", "127.0.0.1", "::1", "[::1]")
-        self._server = None
-        for bind_host in ([host] if local else ["[::]", "0.0.0.0"]):
-            try:
-                self._server = MasterServer(self._master, port=int(port), host=bind_host,
-                                            extra_servicers=[add_worker_service], start=False)
-                break
-            except Exception as e:  # noqa: BLE001 - tried in turn; the last failure is raised
-                failure = e
-        if self._server is None:
-            self._worker.close()
-            raise failure
-        if int(port) == 0:  # a local server: the real port replaces 0 in the cluster spec
-            d = cluster.as_dict()
-            tasks = dict(enumerate(d[job_name])) if isinstance(d[job_name], list) else d[job_name]
-            tasks[task_index] = f"{host}:{self._server.port}"
-            d[job_name] = tasks
-            self._cluster = ClusterSpec(d)
-        self._host = host
+        from kernflow.core.plugins import registries
+        factory = registries().servers.get(protocol)
+        self._job_name, self._task_index, self._protocol, self._config = (
+            job_name, task_index, protocol, config)
+        self._impl = factory(cluster=cluster, job_name=job_name, task_index=task_index, config=config)
         self._stopped = False
         if start:
             self.start()
-
-    # ------------------------------------------------------------------ wiring
-    def _resolve(self, task_name: str):
-        """Returns the client of a task: this task's in-process worker, else a gRPC client."""
-        if task_name == self._task_name:
-            return self._worker
-        with self._lock:
-            client = self._clients.get(task_name)
-            if client is None:
-                from kernflow.core.framework import device_spec
-                spec = device_spec.DeviceSpec.from_string(task_name)
-                address = self._cluster.task_address(spec.job, spec.task)
-                client = self._clients[task_name] = self._grpc_worker_client(address, task_name)
-            return client
 
     # ------------------------------------------------------------------ API
     @staticmethod
@@ -278,39 +224,35 @@ class Server:
     @property
     def target(self) -> str:
         """The session target of this server's master, ``grpc://host:port``."""
-        return f"grpc://{self._host}:{self._server.port}"
+        return self._impl.target
 
     @property
     def server_def(self) -> dict:
         """The ServerDef-shaped dict this server was built from (with the bound port)."""
-        return {"cluster": self._cluster.as_cluster_def(), "job_name": self._job_name,
-                "task_index": self._task_index, "protocol": "grpc",
+        return {"cluster": self._impl.cluster_spec.as_cluster_def(), "job_name": self._job_name,
+                "task_index": self._task_index, "protocol": self._protocol,
                 "default_session_config": self._config}
 
     @property
     def cluster_spec(self) -> ClusterSpec:
-        return ClusterSpec(self._cluster)
+        return ClusterSpec(self._impl.cluster_spec)
 
     def start(self) -> None:
         """Starts serving (idempotent)."""
         if self._stopped:
             raise RuntimeError("Cannot start a stopped Server; create a new one")
-        self._server.start()
+        self._impl.start()
 
     def join(self, timeout=None) -> None:
         """Blocks until the server stops (TF's Server.join blocks forever)."""
-        self._server.join(timeout)
+        self._impl.join(timeout)
 
     def stop(self) -> None:
         """Stops serving, aborts running steps and closes the master's sessions (idempotent)."""
         if self._stopped:
             return
         self._stopped = True
-        self._server.stop(0.5)
-        try:
-            self._master.close()
-        finally:
-            self._worker.close()
+        self._impl.stop()
 
     def __enter__(self):
         return self
