@@ -12,7 +12,7 @@ import pytest
 import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import graph_pb2
-from kernflow.client import channels, codec
+from kernflow.client import channels, codec, protocol
 from kernflow.client.protobuf import master_pb2, master_pb2_grpc, worker_pb2, worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method
 
@@ -122,6 +122,7 @@ class FakeMaster(master_pb2_grpc.MasterServiceServicer):
         self.sessions: dict[str, dict] = {}
         self.release = threading.Event()
         self._lock = threading.Lock()
+        self.protocol_version = protocol.PROTOCOL_VERSION   # what CreateSession advertises
 
     def _record(self, method, request):
         copy = type(request)()
@@ -142,7 +143,8 @@ class FakeMaster(master_pb2_grpc.MasterServiceServicer):
             gd = graph_pb2.GraphDef()
             gd.node.extend(request.graph_def.node)
             self.sessions[handle] = {"gd": gd, "version": 1, "sess": None}
-        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=1)
+        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=1,
+                                                protocol_version=self.protocol_version)
 
     @rpc_method
     def ExtendSession(self, request, context):

@@ -217,3 +217,21 @@ def test_master_errors_on_close_other_than_unavailable_are_raised(fake_master):
     fake_master.servicer.sessions.clear()  # the master forgot the session
     with pytest.raises(errors.NotFoundError):
         impl.close()
+
+
+def test_a_master_of_another_protocol_version_is_refused(fake_master):
+    """The master's CreateSessionResponse carries its protocol version: another one fails the first
+    step with an error naming the master and both versions."""
+    from kernflow.client import protocol
+    g = kf.Graph()
+    with g.as_default():
+        one = kf.constant(1)
+    mine = protocol.PROTOCOL_VERSION
+    fake_master.servicer.protocol_version = mine + 1
+    sess = GrpcSession(_target(fake_master), g, None)
+    with pytest.raises(errors.FailedPreconditionError) as info:
+        sess.run((), [], (one.name,), ())
+    msg = str(info.value)
+    assert f"master at {fake_master.address} speaks kernflow protocol version {mine + 1}," in msg
+    assert f"this process speaks version {mine}:" in msg
+    assert _methods(fake_master) == ["CreateSession"]   # no step ran

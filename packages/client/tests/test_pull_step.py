@@ -5,14 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
-import grpc
 import numpy as np
 import pytest
 
 from kernflow.client import codec, fetch_stream
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protobuf import master_pb2, master_pb2_grpc
-from kernflow.client.rpc_errors import error_from_rpc, method_missing, rpc_method
+from kernflow.client.rpc_errors import rpc_method
 from kernflow.core.framework import errors
 
 S = master_pb2.RunStepStreamResponse
@@ -155,22 +154,3 @@ def test_what_the_master_sends_is_checked(scripted, script_kind):
     with pytest.raises((errors.DataLossError, errors.InternalError)):
         fetch_stream.pull_step(master, master_pb2.RunStepRequest(), ["v:0"], srv.address)
 
-
-def test_a_missing_method_is_told_apart_from_an_unimplemented_op(scripted):
-    srv, _, _ = scripted
-
-    class Call(grpc.RpcError):
-        def __init__(self, md):
-            self._md = md
-
-        def code(self):
-            return grpc.StatusCode.UNIMPLEMENTED
-
-        def details(self):
-            return "Method not found!"
-
-        def trailing_metadata(self):
-            return self._md
-    assert method_missing(error_from_rpc(Call(()), "RunStepPull"))
-    assert not method_missing(error_from_rpc(Call((("kernflow-handler-error", "1"),)), "RunStepPull"))
-    assert not method_missing(errors.UnimplementedError(None, None, "no kernel"))

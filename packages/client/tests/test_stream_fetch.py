@@ -1,4 +1,4 @@
-"""Streamed fetches on the client: `codec.split_content`, RunStepStream assembly, the RunStep fallback."""
+"""Streamed fetches on the client: `codec.split_content`, RunStepStream assembly, static sizes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 import kernflow.core as kf
 from kernflow.client import codec, grpc_session
 from kernflow.client.fetch_stream import read_stream as _read_stream
-from kernflow.client.grpc_session import GrpcSession
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 
@@ -98,15 +97,3 @@ def test_static_sizes_decide_streaming():
     assert grpc_session._static_bytes(g, ("words:0",)) is None
     assert grpc_session._static_bytes(g, ("nope:0",)) is None
 
-
-def test_a_master_without_run_step_stream_gets_run_step(fake_master):
-    g = kf.Graph()
-    with g.as_default():
-        big = kf.zeros([512, 1024], name="big") + 1.0
-    sess = GrpcSession(f"grpc://{fake_master.address}", g)
-    got = sess.run((), [], (big.name,), ())[0]
-    assert got.shape == (512, 1024) and got.sum() == 512 * 1024
-    assert not sess._can_stream       # UNIMPLEMENTED once: RunStep from then on
-    sess.run((), [], (big.name,), ())
-    assert [m for m, _ in fake_master.servicer.requests].count("RunStep") == 2
-    sess.close()

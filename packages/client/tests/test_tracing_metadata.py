@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 import kernflow.core as kf
-from kernflow.client import channels, codec
+from kernflow.client import channels, codec, protocol
 from kernflow.client.grpc_session import GrpcSession
 from kernflow.client.protobuf import master_pb2, master_pb2_grpc, worker_pb2, worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method
@@ -106,7 +106,8 @@ class _RecordingMaster(master_pb2_grpc.MasterServiceServicer):
     @rpc_method
     def CreateSession(self, request, context):
         self._see("CreateSession", context)
-        return master_pb2.CreateSessionResponse(session_handle="h", graph_version=0)
+        return master_pb2.CreateSessionResponse(session_handle="h", graph_version=0,
+                                                protocol_version=protocol.PROTOCOL_VERSION)
 
     @rpc_method
     def RunStep(self, request, context):

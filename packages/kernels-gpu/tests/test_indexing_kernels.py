@@ -18,7 +18,6 @@ from kernflow.core.framework import dtypes, op_def_registry
 from kernflow.core.framework import ops as framework_ops
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.core.runtime.executor import KernelConstruction
-from kernflow.core.runtime.memory_types import arg_names
 from kernflow.kernels.gpu.device import visible_gpus
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.kernels.gpu import array_module, indexing, pooling, sparse_apply
@@ -69,7 +68,7 @@ def _kernels(op, ctx, am):
     cpu = _registry("CPU").find(op, "CPU", ctx.attrs)
     gpu = _registry("GPU").find(op, "GPU", ctx.attrs)
     assert gpu is not None, f"no GPU kernel of {op} for {ctx.attrs}"
-    names = arg_names(op_def_registry.get(op).inputs, ctx.attrs)
+    names = [a.name for a, _ in op_def_registry.get(op).expand_inputs(ctx.attrs)]
     host = [n in gpu.host_memory for n in names]
     return cpu.factory(ctx), gpu.factory(ctx, am), host
 

@@ -420,6 +420,50 @@ def test_create_session_wait_is_bounded_by_the_operation_timeout(make_cluster):
     assert s.run(out) == 3.0
 
 
+def _other_release(monkeypatch, spy):
+    """Makes the spied worker advertise the next protocol version in GetStatus (only this one: the
+    module's constant is shared by every worker of the process, and they answer concurrently)."""
+    from kernflow.client.protocol import PROTOCOL_VERSION
+    real = spy.inner.get_status
+
+    def get_status(req=None, timeout=None):
+        resp = real(req, timeout=timeout)
+        resp.protocol_version = PROTOCOL_VERSION + 1
+        return resp
+    monkeypatch.setattr(spy.inner, "get_status", get_status)
+
+
+def test_a_task_of_another_protocol_version_fails_create_session_at_once(make_cluster, monkeypatch):
+    """CreateSession's wait for the tasks reads their GetStatus: a task speaking another protocol
+    fails it at once (not after the operation timeout), naming the task and both versions."""
+    from kernflow.client.protocol import PROTOCOL_VERSION
+    c = make_cluster()
+    _other_release(monkeypatch, c.spies[T1])
+    g, _, _, _ = _model()
+    t0 = time.monotonic()
+    with pytest.raises(errors.FailedPreconditionError) as e:
+        c.session(g, config=kf.ConfigProto(operation_timeout_in_ms=30_000))
+    assert time.monotonic() - t0 < 3
+    assert (f"Task {T1} speaks kernflow protocol version {PROTOCOL_VERSION + 1}, this process speaks "
+            f"version {PROTOCOL_VERSION}") in str(e.value)
+    # A session that needs only task 0 never asks task 1.
+    s = c.session(g, config=kf.ConfigProto(device_filters=["/job:worker/task:0"]))
+    s.close()
+
+
+def test_a_task_restarted_in_another_protocol_version_fails_the_device_refresh(make_cluster, monkeypatch):
+    from kernflow.client.protocol import PROTOCOL_VERSION
+    c = make_cluster()
+    g, x, _, out = _model(task1="/job:worker/task:1")
+    s = c.session(g)
+    _other_release(monkeypatch, c.spies[T1])
+    with pytest.raises(errors.FailedPreconditionError,
+                       match=f"Task {T1} speaks kernflow protocol version {PROTOCOL_VERSION + 1}"):
+        s.run(out, {x: np.ones((1, 4))})
+    monkeypatch.undo()   # the task speaks this version again: the session works
+    assert s.run(out, {x: np.ones((1, 4))}).shape == (1,)
+
+
 def test_list_devices_and_master_arguments(make_cluster):
     c = make_cluster({"ps": 1, "worker": 2})
     resp = c.master.list_devices(master_pb2.ListDevicesRequest())

@@ -178,6 +178,26 @@ def test_kernflow_master_command(tmp_path):
             w0.stop(0)
 
 
+def test_workers_of_another_protocol_version_are_refused_over_grpc(grpc_cluster, monkeypatch):
+    """Worker servers of another release (their version constant patched): the client's first step
+    fails at once with FailedPreconditionError naming a task and both versions, across both hops."""
+    from kernflow.client.protocol import PROTOCOL_VERSION
+    from kernflow.worker import worker as worker_mod
+    server, _ = grpc_cluster
+    monkeypatch.setattr(worker_mod, "PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+    g = kf.Graph()
+    with g.as_default():
+        one = kf.constant(1.0) + 1.0
+    t0 = time.monotonic()
+    with kf.Session(server.target, graph=g) as sess:
+        with pytest.raises(errors.FailedPreconditionError) as e:
+            sess.run(one)
+    assert time.monotonic() - t0 < 5
+    msg = str(e.value)
+    assert "Task /job:worker/replica:0/task:" in msg
+    assert f"version {PROTOCOL_VERSION + 1}, this process speaks version {PROTOCOL_VERSION}" in msg
+
+
 def test_small_steps_go_over_run_graph_stream(grpc_cluster, monkeypatch):
     """Self-contained synchronous steps on a remote task use RunGraphStream; steps that may block
     (a queue) are refused by the worker once and use RunGraph from then on; steps spanning tasks

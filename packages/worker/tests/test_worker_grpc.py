@@ -272,6 +272,64 @@ def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split
                                                                   step_id=next(_step_ids)))
 
 
+def test_a_refusal_is_the_not_inline_field_and_nothing_runs(servers):
+    """On the wire: a graph that may block (a queue) gets a response with `not_inline` set and no
+    status or values, nothing runs and no run is counted; it then runs over unary RunGraph, while an
+    inline graph runs on the same stream."""
+    from kernflow.client import channels
+    from kernflow.client.protobuf import worker_pb2_grpc
+    from kernflow.core.plugins import registries
+    from kernflow.core.runtime.placer import PlacementOptions, place
+    from kernflow.core.runtime.prune import prune
+    (s0, _), clients = servers
+    c = clients[T0]
+    g = kf.Graph()
+    with g.as_default(), kf.device(T0):
+        x = kf.placeholder(kf.float32, [2], name="x")
+        q = kf.FIFOQueue(10, [kf.float32], shapes=[[2]])
+        enq = q.enqueue([x * 2.0])
+        size = q.size()
+    dev = s0.worker.devices[0].name
+    placed = place(g.as_graph_def(add_shapes=True), s0.worker.devices, registries().kernels,
+                   PlacementOptions(client_device=dev))
+
+    def register(feeds, fetches, targets=()):
+        gd = prune(placed, feeds, fetches, list(targets), client_device=dev)
+        return c.register_graph(worker_pb2.RegisterGraphRequest(session_handle="s", graph_def=gd)).graph_handle
+
+    def req(handle, feed=None, key=None):
+        r = worker_pb2.RunGraphRequest(session_handle="s", graph_handle=handle, step_id=next(_step_ids))
+        if feed is not None:
+            r.send.add(name=x.name).tensor.CopyFrom(codec.tensor_to_proto(np.array(feed, np.float32)))
+        if key is not None:
+            r.recv_key.append(key)
+        return r
+    h_enq, h_size = register([x.name], [], [enq.name]), register([], [size.name])
+    inline = _inline_graph(s0, c)
+    runs = c.get_status().graph_runs
+    stub = channels.get_stub(s0.address, worker_pb2_grpc.WorkerServiceStub)
+    refused, ran = list(stub.RunGraphStream(iter([req(h_enq, (1, 2)), inline("y", (1, 1))]), timeout=30))
+    assert refused.not_inline and refused.status_code == 0 and not refused.status_error_message
+    assert not refused.recv
+    assert not ran.not_inline and ran.status_code == 0
+    np.testing.assert_array_equal(codec.proto_to_tensor(ran.recv[0].tensor), [3, 3])
+    assert c.get_status().graph_runs == runs + 1                     # the refusal is no run
+
+    def size_of():
+        return codec.proto_to_tensor(c.run_graph(req(h_size, key=size.name), timeout=30).recv[0].tensor)
+    assert size_of() == 0                                            # nothing was enqueued
+    c.run_graph(req(h_enq, (1, 2)), timeout=30)                      # unary runs it
+    assert size_of() == 1
+
+
+def test_get_status_reports_the_protocol_version(servers):
+    from kernflow.client.protocol import PROTOCOL_VERSION
+    (s0, _), clients = servers
+    assert PROTOCOL_VERSION >= 1
+    assert clients[T0].get_status().protocol_version == PROTOCOL_VERSION
+    assert s0.worker.get_status().protocol_version == PROTOCOL_VERSION
+
+
 def test_run_graph_streamed_deadline_and_dead_worker(servers, monkeypatch):
     from kernflow.client import graph_stream
     (s0, _), clients = servers

@@ -7,8 +7,8 @@ value from that worker itself with RecvTensor: one gRPC hop instead of two (work
 client). Pulls run on a small thread pool while the calling thread keeps reading the master's
 stream, so several tasks' fetches come concurrently and the master's error (say, a task died) is
 seen while a pull still waits. Chunks arrive as raw bytes, are split without copying
-(`codec.split_content`) and written once into the result array. With **RunStepStream** (the
-fallback for older masters, or with ``KERNFLOW_DIRECT_FETCH=0``) the master relays every chunk.
+(`codec.split_content`) and written once into the result array. With **RunStepStream** (when
+``KERNFLOW_DIRECT_FETCH=0`` turns direct pulls off) the master relays every chunk.
 
 **Reachability and identity.** A location carries the address at which the *master* reaches the
 task, which need not work from here (another network, a loopback address of the master's machine).
@@ -20,7 +20,7 @@ address is tried only when the master's address is loopback too. The answer is r
 (address, task, device, incarnation): a verified worker for `VERIFIED_TTL_S`, a failed check for
 `UNREACHABLE_TTL_S`, after which it is checked again in the background (only the very first check
 of an address is on a step's path). A fetch on a task the client cannot reach is relayed by the
-master on the same call (``relay``) once the step is done, so the fallback costs no second step.
+master on the same call (``relay``) once the step is done, so reaching it costs no second step.
 
 **Errors.** The master's error is the step's root cause and wins; a pull's error is raised when the
 step itself succeeded (e.g. the producing worker died after the step, during the pull). Any failure
@@ -296,7 +296,6 @@ def pull_step(master, request, fetches, address: str):
 
     Raises:
         The master's error for the step; otherwise a pull's (the fetch's task failed mid-pull...).
-        UnimplementedError from `rpc_errors.method_missing`: the master has no RunStepPull.
     """
     timeout_ms = request.options.timeout_in_ms
     pull_timeout_s = timeout_ms / 1000.0 + _RUN_GRACE_S if timeout_ms > 0 else _NO_DEADLINE_S

@@ -17,8 +17,8 @@ deadline is watched by one process-wide thread, which cancels the stream of a st
 its streams at once (the connection closes), or through the channel's keepalive.
 
 Errors of a step come back in the response (`status_code`, `status_error_message`) and keep the
-stream open; a refusal (`NOT_INLINE`: the graph cannot run inline there, nothing ran) or a worker
-without the method (UNIMPLEMENTED) tells the caller to use unary RunGraph.
+stream open; a refusal (`not_inline`: the graph cannot run inline there, nothing ran) tells the
+caller to use unary RunGraph.
 """
 
 from __future__ import annotations
@@ -35,10 +35,8 @@ from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import STATUS_FOR_CODE, error_class_for_status, error_from_rpc
 
-__all__ = ["NOT_INLINE", "NotInline", "IDLE_CLOSE_S", "run_graph", "close", "close_all"]
+__all__ = ["NotInline", "IDLE_CLOSE_S", "run_graph", "close", "close_all"]
 
-# The message prefix of a worker's refusal to run a graph on the stream.
-NOT_INLINE = "graph does not run inline on this worker"
 _MAX_IDLE = 8            # idle streams kept per worker address
 # An open stream holds one server thread on the worker (gRPC's sync server runs a handler per call),
 # so streams idle for this long are closed: an idle master does not pin its workers' threads.
@@ -48,7 +46,7 @@ _REAP_INTERVAL_S = 1.0
 
 
 class NotInline(Exception):
-    """The step was not run: use unary RunGraph for it."""
+    """The worker answered `not_inline`: the step was not run, use unary RunGraph for it."""
 
 
 class _Stream:
@@ -87,7 +85,6 @@ class _Pool:
         self.address = address
         self.idle: list[_Stream] = []
         self.lock = threading.Lock()
-        self.unsupported = False
 
     def take(self) -> _Stream:
         with self.lock:
@@ -194,14 +191,12 @@ def run_graph(address: str, req: worker_pb2.RunGraphRequest, timeout_s: float,
         what: a function returning the description of the call for error messages.
 
     Raises:
-        NotInline: the worker did not run the step (the graph does not run inline there, or the
-            worker has no RunGraphStream): call unary RunGraph.
+        NotInline: the worker did not run the step (the graph does not run inline there): call
+            unary RunGraph.
         The step's error as its TF class; UnavailableError when the worker went away;
         DeadlineExceededError after `timeout_s`.
     """
     pool = _pool(address)
-    if pool.unsupported:
-        raise NotInline(what())
     st = pool.take()
     _watchdog.watch(st, time.monotonic() + timeout_s)
     try:
@@ -211,9 +206,6 @@ def run_graph(address: str, req: worker_pb2.RunGraphRequest, timeout_s: float,
         if expired:
             raise errors.DeadlineExceededError(None, None, f"{what()}: the step did not finish within "
                                                f"{timeout_s:g} s") from None
-        if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-            pool.unsupported = True   # a worker without RunGraphStream: nothing ran
-            raise NotInline(what()) from None
         raise error_from_rpc(e, what()) from None
     except StopIteration:
         _watchdog.unwatch(st)
@@ -223,9 +215,9 @@ def run_graph(address: str, req: worker_pb2.RunGraphRequest, timeout_s: float,
         raise
     _watchdog.unwatch(st)
     pool.give_back(st)
+    if resp.not_inline:
+        raise NotInline(what())
     if resp.status_code:
-        if resp.status_error_message.startswith(NOT_INLINE):
-            raise NotInline(resp.status_error_message)
         cls = error_class_for_status(STATUS_FOR_CODE.get(resp.status_code))
         raise cls(None, None, resp.status_error_message)
     return resp

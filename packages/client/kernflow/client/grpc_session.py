@@ -15,9 +15,13 @@ has one (see `GrpcMasterClient`).
 
 Large fetches: a step expected to fetch at least `STREAM_FETCH_BYTES` (from the fetches' static
 shapes, else from what the same fetches returned last time) uses RunStepPull, where the client
-pulls each value from the task that produced it (or the master relays it: RunStepStream), in 1 MiB
-chunks written straight into the result array (`kernflow.client.fetch_stream`); other steps use the
+pulls each value from the task that produced it (the master relays the values the client cannot
+reach; with ``KERNFLOW_DIRECT_FETCH=0`` it relays every value: RunStepStream), in 1 MiB chunks
+written straight into the result array (`kernflow.client.fetch_stream`); other steps use the
 unary RunStep (one round trip, lowest latency).
+
+Protocol: the first CreateSession's response carries the master's protocol version; a master of
+another version is refused (`kernflow.client.protocol`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from kernflow.core.framework import errors
 from kernflow.client import codec
 from kernflow.client import fetch_stream
 from kernflow.client.master_client import GrpcMasterClient
-from kernflow.client.rpc_errors import method_missing
+from kernflow.client.protocol import check_peer
 from kernflow.client.protobuf import master_pb2
 
 __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd_session_factory",
@@ -86,8 +90,6 @@ class GrpcSession:
         self._closed = False
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self._fetch_bytes: dict[tuple, int | None] = {}   # fetch names -> bytes (last or static)
-        self._can_stream = True                           # False once the master lacks RunStepStream
-        self._can_pull = True                             # False once the master lacks RunStepPull
 
     @property
     def handle(self) -> str | None:
@@ -112,6 +114,7 @@ class GrpcSession:
                 wait_s = (self._timeout_ms / 1000.0 + 5.0 if self._timeout_ms > 0
                           else CREATE_SESSION_TIMEOUT_S)
                 resp = self._master.create_session(req, timeout=wait_s)
+                check_peer(resp.protocol_version, f"master at {self.address}")
                 if not resp.session_handle:
                     raise errors.InternalError(None, None, f"master at {self.address} returned an "
                                                f"empty session handle")
@@ -157,14 +160,12 @@ class GrpcSession:
         if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:
             req.options.timeout_in_ms = self._timeout_ms
         key = tuple(fetches)
-        if self._can_stream and fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES:
-            streamed = self._run_streamed(req, fetches)
-            if streamed is not None:
-                out, metadata = streamed
-                self._remember(key, out)
-                if run_metadata is not None and metadata is not None:
-                    run_metadata.MergeFrom(metadata)
-                return out
+        if fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES:
+            out, metadata = self._run_streamed(req, fetches)
+            self._remember(key, out)
+            if run_metadata is not None and metadata is not None:
+                run_metadata.MergeFrom(metadata)
+            return out
         resp = self._master.run_step(req)
         if len(resp.tensor) != len(fetches):
             raise errors.InternalError(None, None, f"master at {self.address} returned {len(resp.tensor)} "
@@ -181,21 +182,11 @@ class GrpcSession:
         return out
 
     def _run_streamed(self, req, fetches):
-        """(values, metadata) of a step with large fetches, or None if the master streams none."""
-        if self._can_pull and fetch_stream.enabled():
-            try:
-                return fetch_stream.pull_step(self._master, req, fetches, self.address)
-            except errors.UnimplementedError as e:
-                if not method_missing(e):
-                    raise
-                self._can_pull = False   # an older master: RunStepStream from now on
-        try:
-            return fetch_stream.read_stream(self._master.run_step_stream(req), fetches, self.address)
-        except errors.UnimplementedError as e:
-            if not method_missing(e):
-                raise
-            self._can_stream = False     # older still: RunStep from now on
-        return None
+        """(values, metadata) of a step with large fetches: pulled (RunStepPull), or relayed by
+        the master (RunStepStream) when direct pulls are turned off (`fetch_stream.enabled`)."""
+        if fetch_stream.enabled():
+            return fetch_stream.pull_step(self._master, req, fetches, self.address)
+        return fetch_stream.read_stream(self._master.run_step_stream(req), fetches, self.address)
 
     def _expected_bytes(self, key: tuple) -> int:
         """Bytes the fetches returned last time, else their static size (0 when unknown)."""

@@ -19,7 +19,7 @@ from kernflow.core.framework import errors
 
 __all__ = ["STATUS_FOR_CODE", "status_for_code", "error_class_for_status", "status_for_exception",
            "error_from_rpc", "abort_context", "rpc_method", "MAX_DETAILS_CHARS", "StreamCall",
-           "invoke", "method_missing"]
+           "invoke"]
 
 _log = logging.getLogger(__name__)
 
@@ -107,16 +107,7 @@ def error_from_rpc(exc: grpc.RpcError, what: str) -> errors.OpError:
         msg = f"{what} was cancelled: {details}"
     else:
         msg = f"{details} (from {what})"
-    err = cls(None, None, msg)
-    if code == grpc.StatusCode.UNIMPLEMENTED and not _from_handler(exc):
-        err.rpc_method_missing = True   # gRPC's own answer: the server lacks the method
-    return err
-
-
-def method_missing(err: BaseException) -> bool:
-    """True for the UnimplementedError of a call to a method the server does not have (an older
-    server), as opposed to an UNIMPLEMENTED status its handler returned (e.g. an op without a kernel)."""
-    return getattr(err, "rpc_method_missing", False)
+    return cls(None, None, msg)
 
 
 def abort_context(context: grpc.ServicerContext, exc: BaseException):

@@ -113,8 +113,8 @@ class GrpcWorkerClient:
         """RunGraph of a small step over a pooled RunGraphStream call (`graph_stream`).
 
         Raises:
-            graph_stream.NotInline: nothing ran (the graph does not run inline on the worker, or
-                the worker has no RunGraphStream): call `run_graph`.
+            graph_stream.NotInline: nothing ran (the worker answered `not_inline`: the graph does
+                not run inline there): call `run_graph`.
             Otherwise as `run_graph` (`timeout` as there, 24 h when the step has none).
         """
         return graph_stream.run_graph(self.address, request, _run_timeout(request, timeout, 24 * 3600.0),

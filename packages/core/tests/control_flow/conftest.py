@@ -1,6 +1,6 @@
 """Fixtures of the control-flow tests: each test builds its ops in a fresh default graph, and runs
 twice: with simple while loops compiled into loop nodes (runtime/loops.py, the default) and with every
-loop on the frames executor (runtime/frames.py)."""
+loop on the frames executor (runtime/control_flow_executor.py)."""
 
 import pytest
 

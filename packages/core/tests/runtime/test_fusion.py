@@ -49,7 +49,7 @@ def _run_step(graph, feeds: dict, fetches: list, level=ON_1):
     fused = fuse_elementwise(pruned, by_name, kernels, level)
     parts = partition(fused, {n: d.incarnation for n, d in by_name.items()})
     plan = executor.compile_partition(parts[CPU0], by_name[CPU0], kernels, None)
-    out = plan.run_sync([feeds[t] for t in feeds], executor.StepContext(1, None, by_name[CPU0]))
+    out = plan.run_inline([feeds[t] for t in feeds], executor.StepContext(1, None, by_name[CPU0]))
     return out, fused
 
 

@@ -197,7 +197,7 @@ def _plan(nodes, consts=(), args=(), nslots=20):
     init = [None] * nslots
     for s in consts:
         init[s] = 1
-    return types.SimpleNamespace(straight_line=object(), _choice="straight", nodes=nodes,
+    return types.SimpleNamespace(straight_line=object(), _choice="straight_line", nodes=nodes,
                                  _init_vals=init, arg_slots=list(args))
 
 

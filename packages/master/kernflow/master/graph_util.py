@@ -21,19 +21,6 @@ from kernflow.master.devices import task_of
 __all__ = ["apply_default_task", "check_graph", "group_by_task"]
 
 
-def _ref_input_flags(op_def, attrs) -> list[bool]:
-    flags = []
-    for a in op_def.inputs:
-        if a.number_attr:
-            k = attrs.get(a.number_attr, 1)
-        elif a.type_list_attr:
-            k = len(attrs.get(a.type_list_attr, []) or [])
-        else:
-            k = 1
-        flags.extend([a.is_ref] * k)
-    return flags
-
-
 def _colocation_groups(nds) -> list[int]:
     """Returns, for each node, the index of its colocation group's root (the placer's rules)."""
     index = {nd.name: i for i, nd in enumerate(nds)}
@@ -60,7 +47,7 @@ def _colocation_groups(nds) -> list[int]:
             op_def = op_def_registry.get(nd.op)
         except Exception:  # noqa: BLE001 - an unknown op fails later, in the placer, with its name
             continue
-        flags = _ref_input_flags(op_def, node_attrs(nd, op_def))
+        flags = [a.is_ref for a, _ in op_def.expand_inputs(node_attrs(nd, op_def))]
         data = [parse_input(s) for s in nd.input if not s.startswith("^")]
         for (name, _, _), is_ref in zip(data, flags):
             if is_ref and name in index:

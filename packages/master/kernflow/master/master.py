@@ -38,6 +38,7 @@ from kernflow.core.runtime.prune import prune
 
 from kernflow.client import channels
 from kernflow.client.graph_stream import NotInline
+from kernflow.client.protocol import PROTOCOL_VERSION, check_peer
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
@@ -213,6 +214,7 @@ class Master:
             if err is not None:
                 unreachable[task] = name_task(err, task)
                 continue
+            check_peer(resp.protocol_version, f"Task {task}")
             for attrs in resp.device_attributes:
                 d = RemoteDevice(attrs)
                 if d.task != task:
@@ -243,6 +245,7 @@ class Master:
         Raises:
             DeadlineExceededError: naming the tasks that did not answer in time.
             InvalidArgumentError: a malformed graph, or device filters matching no task.
+            FailedPreconditionError: a task speaks another protocol version (`protocol.check_peer`).
         """
         config = request.config if request.HasField("config") else self.config
         check_graph(request.graph_def, set())
@@ -254,7 +257,8 @@ class Master:
         self._wait_for_tasks(tasks, min(limit) if limit else None, cancelled)
         with self._lock:
             self._sessions[handle] = s
-        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=s.version)
+        return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=s.version,
+                                                protocol_version=PROTOCOL_VERSION)
 
     def _wait_for_tasks(self, tasks, timeout_s: float | None, cancelled=None) -> None:
         """Returns once every task answers GetStatus; see `create_session`."""
@@ -265,6 +269,9 @@ class Master:
             got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
                                    min(self.rpc_timeout_s, timeout_s or self.rpc_timeout_s))
             missing = [t for t in tasks if got[t][1] is not None]
+            for t in tasks:
+                if got[t][1] is None:   # a task that answers in another protocol fails at once
+                    check_peer(got[t][0].protocol_version, f"Task {t}")
             if not missing:
                 return
             now = time.monotonic()

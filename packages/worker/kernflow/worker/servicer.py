@@ -20,11 +20,9 @@ import threading
 import time
 
 from kernflow.client import channels
-from kernflow.client.graph_stream import NOT_INLINE
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method, status_for_exception
-from kernflow.core.framework import errors
 
 __all__ = ["WorkerServicer", "add_to_server"]
 
@@ -37,11 +35,6 @@ def add_to_server(servicer, server) -> None:
     servicer.raw_responses = True
     channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"], servicer,
                           raw_responses=RAW_RESPONSES)
-
-
-def _not_inline(exc: BaseException) -> bool:
-    """True for run_graph_inline's refusal (nothing ran: the caller uses RunGraph instead)."""
-    return isinstance(exc, errors.FailedPreconditionError) and str(exc.message).startswith(NOT_INLINE)
 
 
 def _remaining(context):
@@ -128,18 +121,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     @rpc_method
     def RunGraphStream(self, request_iterator, context):
         # One response per request, in order; a step's error goes into its response and the
-        # stream stays open for the next step.
+        # stream stays open for the next step. A refusal (`not_inline`: nothing ran) is no run.
         for request in request_iterator:
             try:
                 resp = self._worker.run_graph_inline(request)
             except Exception as e:  # noqa: BLE001 - reported in the response
-                if not _not_inline(e):
-                    self.run_stats.finished(e)
+                self.run_stats.finished(e)
                 status, details = status_for_exception(e)
                 yield worker_pb2.RunGraphResponse(status_code=status.value[0],
                                                   status_error_message=details)
                 continue
-            self.run_stats.finished()
+            if not resp.not_inline:
+                self.run_stats.finished()
             yield resp
 
     @rpc_method

@@ -43,7 +43,7 @@ from opentelemetry import trace as _otel
 
 from kernflow.client import channels
 from kernflow.client import codec
-from kernflow.client.graph_stream import NOT_INLINE
+from kernflow.client.protocol import PROTOCOL_VERSION
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
@@ -210,8 +210,8 @@ class Worker:
 
     # ------------------------------------------------------------------ status
     def get_status(self, req=None, timeout=None) -> worker_pb2.GetStatusResponse:
-        """Returns the task's devices, job and task index."""
-        resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task)
+        """Returns the task's devices, job, task index and protocol version."""
+        resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task, protocol_version=PROTOCOL_VERSION)
         for d in self.devices:
             resp.device_attributes.add(name=d.name, device_type=d.device_type,
                                        memory_limit=int(d.memory_limit_bytes or 0),
@@ -387,17 +387,18 @@ class Worker:
     def run_graph_inline(self, req) -> worker_pb2.RunGraphResponse:
         """`run_graph` of a graph this worker runs inline (RunGraphStream's requests).
 
+        Returns:
+            The step's response; or, without running anything, one with only `not_inline` set when
+            the graph is not inline (it may block or use other tasks) or the request collects
+            stats: the caller uses RunGraph instead.
+
         Raises:
-            FailedPreconditionError: with a message starting with `graph_stream.NOT_INLINE`,
-                before running anything, when the graph is not inline (it may block or use other
-                tasks) or the request collects stats: the caller uses RunGraph instead.
-            Otherwise as `run_graph`.
+            As `run_graph`.
         """
         self._check_open()
         g = self._graph(req.session_handle, req.graph_handle)
         if g.inline is None or req.collect_stats:
-            raise errors.FailedPreconditionError(None, None, f"{NOT_INLINE}: {g.handle} on "
-                                                 f"{self.task_name}")
+            return worker_pb2.RunGraphResponse(not_inline=True)
         if _tracing():
             return self.run_graph(req)
         return self._run_graph(req, None, None, None, g)
@@ -424,8 +425,8 @@ class Worker:
         if g.inline is not None and not req.collect_stats and req.step_id not in self._steps:
             # A cached small step (no step of this id was aborted here before it arrived).
             dp = g.inline
-            outs = dp.plan.run_sync([feeds[p] for p in dp.arg_positions],
-                                    _executor.StepContext(req.step_id, None, dp.device))
+            outs = dp.plan.run_inline([feeds[p] for p in dp.arg_positions],
+                                      _executor.StepContext(req.step_id, None, dp.device))
             results = [None] * len(g.retval_names)
             for pos, v in zip(dp.retval_positions, outs):
                 results[pos] = self._to_host(dp.device, v)
@@ -486,8 +487,8 @@ class Worker:
             # bookkeeping that concurrent dataflow partitions need.
             dp = sync[0]
             try:
-                outs = dp.plan.run_sync(self._args(dp, feeds),
-                                        _executor.StepContext(rdv.step_id, rdv, dp.device))
+                outs = dp.plan.run_inline(self._args(dp, feeds),
+                                          _executor.StepContext(rdv.step_id, rdv, dp.device))
             except Exception as e:  # noqa: BLE001 - fails the whole step
                 err = e if isinstance(e, errors.OpError) else \
                     errors.InternalError(None, None, f"{type(e).__name__}: {e}")
@@ -525,7 +526,7 @@ class Worker:
                     break
                 ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, None)
                 try:
-                    outs = dp.plan.run_sync(self._args(dp, feeds), ctx)
+                    outs = dp.plan.run_inline(self._args(dp, feeds), ctx)
                 except Exception as e:  # noqa: BLE001 - fails the whole step
                     failed = e if isinstance(e, errors.OpError) else \
                         errors.InternalError(None, None, f"{type(e).__name__}: {e}")

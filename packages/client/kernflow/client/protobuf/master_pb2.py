@@ -29,7 +29,7 @@ from kernflow.core.protobuf import tensor_shape_pb2 as kernflow_dot_core_dot_pro
 from kernflow.core.protobuf import types_pb2 as kernflow_dot_core_dot_protobuf_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/master.proto\x12\x18kernflow.client.protobuf\x1a%kernflow/client/protobuf/worker.proto\x1a#kernflow/core/protobuf/config.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a)kernflow/core/protobuf/tensor_shape.proto\x1a\"kernflow/core/protobuf/types.proto\"\x90\x01\n\x14\x43reateSessionRequest\x12\x33\n\tgraph_def\x18\x01 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"F\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\"\x82\x01\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\xb1\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x33\n\x07options\x18\x05 \x01(\x0b\x32\".kernflow.core.protobuf.RunOptions\"\x7f\n\x0fRunStepResponse\x12\x35\n\x06tensor\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\x08metadata\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\"\xe1\x02\n\x15RunStepStreamResponse\x12/\n\x05\x64type\x18\x01 \x01(\x0e\x32 .kernflow.core.protobuf.DataType\x12\x37\n\x05shape\x18\x02 \x01(\x0b\x32(.kernflow.core.protobuf.TensorShapeProto\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x0f\n\x07is_dead\x18\x04 \x01(\x08\x12\x13\n\x0btotal_bytes\x18\x05 \x01(\x03\x12\x12\n\nstring_val\x18\x06 \x03(\x0c\x12\x13\n\x0b\x66\x65tch_index\x18\x07 \x01(\x05\x12\x0c\n\x04\x64one\x18\x08 \x01(\x08\x12\x35\n\x08metadata\x18\t \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\x12\x39\n\x08location\x18\n \x01(\x0b\x32\'.kernflow.client.protobuf.FetchLocation\"W\n\rFetchLocation\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x04 \x01(\t\"g\n\x12RunStepPullRequest\x12\x38\n\x04step\x18\x01 \x01(\x0b\x32(.kernflow.client.protobuf.RunStepRequestH\x00\x12\x0f\n\x05relay\x18\x02 \x01(\x05H\x00\x42\x06\n\x04kind\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x9a\x01\n\x13ListDevicesResponse\x12@\n\x0clocal_device\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x41\n\rremote_device\x18\x02 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse2\xe8\x06\n\rMasterService\x12p\n\rCreateSession\x12..kernflow.client.protobuf.CreateSessionRequest\x1a/.kernflow.client.protobuf.CreateSessionResponse\x12p\n\rExtendSession\x12..kernflow.client.protobuf.ExtendSessionRequest\x1a/.kernflow.client.protobuf.ExtendSessionResponse\x12^\n\x07RunStep\x12(.kernflow.client.protobuf.RunStepRequest\x1a).kernflow.client.protobuf.RunStepResponse\x12l\n\rRunStepStream\x12(.kernflow.client.protobuf.RunStepRequest\x1a/.kernflow.client.protobuf.RunStepStreamResponse0\x01\x12p\n\x0bRunStepPull\x12,.kernflow.client.protobuf.RunStepPullRequest\x1a/.kernflow.client.protobuf.RunStepStreamResponse(\x01\x30\x01\x12m\n\x0c\x43loseSession\x12-.kernflow.client.protobuf.CloseSessionRequest\x1a..kernflow.client.protobuf.CloseSessionResponse\x12j\n\x0bListDevices\x12,.kernflow.client.protobuf.ListDevicesRequest\x1a-.kernflow.client.protobuf.ListDevicesResponse\x12X\n\x05Reset\x12&.kernflow.client.protobuf.ResetRequest\x1a\'.kernflow.client.protobuf.ResetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/master.proto\x12\x18kernflow.client.protobuf\x1a%kernflow/client/protobuf/worker.proto\x1a#kernflow/core/protobuf/config.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a)kernflow/core/protobuf/tensor_shape.proto\x1a\"kernflow/core/protobuf/types.proto\"\x90\x01\n\x14\x43reateSessionRequest\x12\x33\n\tgraph_def\x18\x01 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\x12\x0e\n\x06target\x18\x03 \x01(\t\"`\n\x15\x43reateSessionResponse\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x15\n\rgraph_version\x18\x02 \x01(\x03\x12\x18\n\x10protocol_version\x18\x03 \x01(\x05\"\x82\x01\n\x14\x45xtendSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x1d\n\x15\x63urrent_graph_version\x18\x03 \x01(\x03\"2\n\x15\x45xtendSessionResponse\x12\x19\n\x11new_graph_version\x18\x04 \x01(\x03\"\xb1\x01\n\x0eRunStepRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\x04\x66\x65\x65\x64\x18\x02 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\r\n\x05\x66\x65tch\x18\x03 \x03(\t\x12\x0e\n\x06target\x18\x04 \x03(\t\x12\x33\n\x07options\x18\x05 \x01(\x0b\x32\".kernflow.core.protobuf.RunOptions\"\x7f\n\x0fRunStepResponse\x12\x35\n\x06tensor\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\x08metadata\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\"\xe1\x02\n\x15RunStepStreamResponse\x12/\n\x05\x64type\x18\x01 \x01(\x0e\x32 .kernflow.core.protobuf.DataType\x12\x37\n\x05shape\x18\x02 \x01(\x0b\x32(.kernflow.core.protobuf.TensorShapeProto\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x0f\n\x07is_dead\x18\x04 \x01(\x08\x12\x13\n\x0btotal_bytes\x18\x05 \x01(\x03\x12\x12\n\nstring_val\x18\x06 \x03(\x0c\x12\x13\n\x0b\x66\x65tch_index\x18\x07 \x01(\x05\x12\x0c\n\x04\x64one\x18\x08 \x01(\x08\x12\x35\n\x08metadata\x18\t \x01(\x0b\x32#.kernflow.core.protobuf.RunMetadata\x12\x39\n\x08location\x18\n \x01(\x0b\x32\'.kernflow.client.protobuf.FetchLocation\"W\n\rFetchLocation\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x04 \x01(\t\"g\n\x12RunStepPullRequest\x12\x38\n\x04step\x18\x01 \x01(\x0b\x32(.kernflow.client.protobuf.RunStepRequestH\x00\x12\x0f\n\x05relay\x18\x02 \x01(\x05H\x00\x42\x06\n\x04kind\"-\n\x13\x43loseSessionRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\",\n\x12ListDevicesRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\"\x9a\x01\n\x13ListDevicesResponse\x12@\n\x0clocal_device\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x41\n\rremote_device\x18\x02 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\"9\n\x0cResetRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\x12\x16\n\x0e\x64\x65vice_filters\x18\x02 \x03(\t\"\x0f\n\rResetResponse2\xe8\x06\n\rMasterService\x12p\n\rCreateSession\x12..kernflow.client.protobuf.CreateSessionRequest\x1a/.kernflow.client.protobuf.CreateSessionResponse\x12p\n\rExtendSession\x12..kernflow.client.protobuf.ExtendSessionRequest\x1a/.kernflow.client.protobuf.ExtendSessionResponse\x12^\n\x07RunStep\x12(.kernflow.client.protobuf.RunStepRequest\x1a).kernflow.client.protobuf.RunStepResponse\x12l\n\rRunStepStream\x12(.kernflow.client.protobuf.RunStepRequest\x1a/.kernflow.client.protobuf.RunStepStreamResponse0\x01\x12p\n\x0bRunStepPull\x12,.kernflow.client.protobuf.RunStepPullRequest\x1a/.kernflow.client.protobuf.RunStepStreamResponse(\x01\x30\x01\x12m\n\x0c\x43loseSession\x12-.kernflow.client.protobuf.CloseSessionRequest\x1a..kernflow.client.protobuf.CloseSessionResponse\x12j\n\x0bListDevices\x12,.kernflow.client.protobuf.ListDevicesRequest\x1a-.kernflow.client.protobuf.ListDevicesResponse\x12X\n\x05Reset\x12&.kernflow.client.protobuf.ResetRequest\x1a\'.kernflow.client.protobuf.ResetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,33 +39,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATESESSIONREQUEST']._serialized_start=259
   _globals['_CREATESESSIONREQUEST']._serialized_end=403
   _globals['_CREATESESSIONRESPONSE']._serialized_start=405
-  _globals['_CREATESESSIONRESPONSE']._serialized_end=475
-  _globals['_EXTENDSESSIONREQUEST']._serialized_start=478
-  _globals['_EXTENDSESSIONREQUEST']._serialized_end=608
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=610
-  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=660
-  _globals['_RUNSTEPREQUEST']._serialized_start=663
-  _globals['_RUNSTEPREQUEST']._serialized_end=840
-  _globals['_RUNSTEPRESPONSE']._serialized_start=842
-  _globals['_RUNSTEPRESPONSE']._serialized_end=969
-  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_start=972
-  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_end=1325
-  _globals['_FETCHLOCATION']._serialized_start=1327
-  _globals['_FETCHLOCATION']._serialized_end=1414
-  _globals['_RUNSTEPPULLREQUEST']._serialized_start=1416
-  _globals['_RUNSTEPPULLREQUEST']._serialized_end=1519
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1521
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1566
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1568
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1590
-  _globals['_LISTDEVICESREQUEST']._serialized_start=1592
-  _globals['_LISTDEVICESREQUEST']._serialized_end=1636
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=1639
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=1793
-  _globals['_RESETREQUEST']._serialized_start=1795
-  _globals['_RESETREQUEST']._serialized_end=1852
-  _globals['_RESETRESPONSE']._serialized_start=1854
-  _globals['_RESETRESPONSE']._serialized_end=1869
-  _globals['_MASTERSERVICE']._serialized_start=1872
-  _globals['_MASTERSERVICE']._serialized_end=2744
+  _globals['_CREATESESSIONRESPONSE']._serialized_end=501
+  _globals['_EXTENDSESSIONREQUEST']._serialized_start=504
+  _globals['_EXTENDSESSIONREQUEST']._serialized_end=634
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_start=636
+  _globals['_EXTENDSESSIONRESPONSE']._serialized_end=686
+  _globals['_RUNSTEPREQUEST']._serialized_start=689
+  _globals['_RUNSTEPREQUEST']._serialized_end=866
+  _globals['_RUNSTEPRESPONSE']._serialized_start=868
+  _globals['_RUNSTEPRESPONSE']._serialized_end=995
+  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_start=998
+  _globals['_RUNSTEPSTREAMRESPONSE']._serialized_end=1351
+  _globals['_FETCHLOCATION']._serialized_start=1353
+  _globals['_FETCHLOCATION']._serialized_end=1440
+  _globals['_RUNSTEPPULLREQUEST']._serialized_start=1442
+  _globals['_RUNSTEPPULLREQUEST']._serialized_end=1545
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1547
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1592
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1594
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1616
+  _globals['_LISTDEVICESREQUEST']._serialized_start=1618
+  _globals['_LISTDEVICESREQUEST']._serialized_end=1662
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=1665
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=1819
+  _globals['_RESETREQUEST']._serialized_start=1821
+  _globals['_RESETREQUEST']._serialized_end=1878
+  _globals['_RESETRESPONSE']._serialized_start=1880
+  _globals['_RESETRESPONSE']._serialized_end=1895
+  _globals['_MASTERSERVICE']._serialized_start=1898
+  _globals['_MASTERSERVICE']._serialized_end=2770
 # @@protoc_insertion_point(module_scope)

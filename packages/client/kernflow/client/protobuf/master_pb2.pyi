@@ -22,12 +22,14 @@ class CreateSessionRequest(_message.Message):
     def __init__(self, graph_def: _Optional[_Union[_graph_pb2.GraphDef, _Mapping]] = ..., config: _Optional[_Union[_config_pb2.ConfigProto, _Mapping]] = ..., target: _Optional[str] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
-    __slots__ = ("session_handle", "graph_version")
+    __slots__ = ("session_handle", "graph_version", "protocol_version")
     SESSION_HANDLE_FIELD_NUMBER: _ClassVar[int]
     GRAPH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     session_handle: str
     graph_version: int
-    def __init__(self, session_handle: _Optional[str] = ..., graph_version: _Optional[int] = ...) -> None: ...
+    protocol_version: int
+    def __init__(self, session_handle: _Optional[str] = ..., graph_version: _Optional[int] = ..., protocol_version: _Optional[int] = ...) -> None: ...
 
 class ExtendSessionRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "current_graph_version")

@@ -31,7 +31,7 @@ from kernflow.core.protobuf import tensor_shape_pb2 as kernflow_dot_core_dot_pro
 from kernflow.core.protobuf import types_pb2 as kernflow_dot_core_dot_protobuf_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/worker.proto\x12\x18kernflow.client.protobuf\x1a#kernflow/core/protobuf/config.proto\x1a\'kernflow/core/protobuf/cost_graph.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a\'kernflow/core/protobuf/step_stats.proto\x1a#kernflow/core/protobuf/tensor.proto\x1a)kernflow/core/protobuf/tensor_shape.proto\x1a\"kernflow/core/protobuf/types.proto\"`\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\x12\x14\n\x0cmemory_limit\x18\x04 \x01(\x03\x12\x13\n\x0bincarnation\x18\x06 \x01(\x06\"P\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\x06tensor\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.TensorProto\"\x12\n\x10GetStatusRequest\"\xaf\x02\n\x11GetStatusResponse\x12\x45\n\x11\x64\x65vice_attributes\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\x05\x12 \n\x18recv_tensor_bytes_served\x18\x04 \x01(\x04\x12 \n\x18recv_tensor_calls_served\x18\x05 \x01(\x04\x12\x12\n\ngraph_runs\x18\x06 \x01(\x04\x12\x19\n\x11graph_runs_failed\x18\x07 \x01(\x04\x12\x12\n\nlast_error\x18\x08 \x01(\t\x12\x1a\n\x12last_error_time_ms\x18\t \x01(\x03\x12\x15\n\rstart_time_ms\x18\n \x01(\x03\"\x98\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x03 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xc5\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x33\n\x04send\x18\x04 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12\x15\n\rcollect_stats\x18\x06 \x01(\x08\x12\x15\n\rtimeout_in_ms\x18\x07 \x01(\x03\"\xeb\x01\n\x10RunGraphResponse\x12\x33\n\x04recv\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\nstep_stats\x18\x02 \x01(\x0b\x32!.kernflow.core.protobuf.StepStats\x12\x13\n\x0bstatus_code\x18\x03 \x01(\x05\x12\x1c\n\x14status_error_message\x18\x04 \x01(\t\x12\x38\n\ncost_graph\x18\x05 \x01(\x0b\x32$.kernflow.core.protobuf.CostGraphDef\"<\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x01(\t\"\xc9\x01\n\x12RecvTensorResponse\x12/\n\x05\x64type\x18\x01 \x01(\x0e\x32 .kernflow.core.protobuf.DataType\x12\x37\n\x05shape\x18\x02 \x01(\x0b\x32(.kernflow.core.protobuf.TensorShapeProto\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x0f\n\x07is_dead\x18\x04 \x01(\x08\x12\x13\n\x0btotal_bytes\x18\x05 \x01(\x03\x12\x12\n\nstring_val\x18\x06 \x03(\x0c\"&\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x16\n\x14\x43leanupGraphResponse\"B\n\x10\x41\x62ortStepRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x13\n\x11\x41\x62ortStepResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse2\xd8\x07\n\rWorkerService\x12\x64\n\tGetStatus\x12*.kernflow.client.protobuf.GetStatusRequest\x1a+.kernflow.client.protobuf.GetStatusResponse\x12p\n\rRegisterGraph\x12..kernflow.client.protobuf.RegisterGraphRequest\x1a/.kernflow.client.protobuf.RegisterGraphResponse\x12v\n\x0f\x44\x65registerGraph\x12\x30.kernflow.client.protobuf.DeregisterGraphRequest\x1a\x31.kernflow.client.protobuf.DeregisterGraphResponse\x12\x61\n\x08RunGraph\x12).kernflow.client.protobuf.RunGraphRequest\x1a*.kernflow.client.protobuf.RunGraphResponse\x12k\n\x0eRunGraphStream\x12).kernflow.client.protobuf.RunGraphRequest\x1a*.kernflow.client.protobuf.RunGraphResponse(\x01\x30\x01\x12i\n\nRecvTensor\x12+.kernflow.client.protobuf.RecvTensorRequest\x1a,.kernflow.client.protobuf.RecvTensorResponse0\x01\x12m\n\x0c\x43leanupGraph\x12-.kernflow.client.protobuf.CleanupGraphRequest\x1a..kernflow.client.protobuf.CleanupGraphResponse\x12\x64\n\tAbortStep\x12*.kernflow.client.protobuf.AbortStepRequest\x1a+.kernflow.client.protobuf.AbortStepResponse\x12g\n\nCleanupAll\x12+.kernflow.client.protobuf.CleanupAllRequest\x1a,.kernflow.client.protobuf.CleanupAllResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%kernflow/client/protobuf/worker.proto\x12\x18kernflow.client.protobuf\x1a#kernflow/core/protobuf/config.proto\x1a\'kernflow/core/protobuf/cost_graph.proto\x1a\"kernflow/core/protobuf/graph.proto\x1a\'kernflow/core/protobuf/step_stats.proto\x1a#kernflow/core/protobuf/tensor.proto\x1a)kernflow/core/protobuf/tensor_shape.proto\x1a\"kernflow/core/protobuf/types.proto\"`\n\x10\x44\x65viceAttributes\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65vice_type\x18\x02 \x01(\t\x12\x14\n\x0cmemory_limit\x18\x04 \x01(\x03\x12\x13\n\x0bincarnation\x18\x06 \x01(\x06\"P\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x33\n\x06tensor\x18\x02 \x01(\x0b\x32#.kernflow.core.protobuf.TensorProto\"\x12\n\x10GetStatusRequest\"\xc9\x02\n\x11GetStatusResponse\x12\x45\n\x11\x64\x65vice_attributes\x18\x01 \x03(\x0b\x32*.kernflow.client.protobuf.DeviceAttributes\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\x05\x12 \n\x18recv_tensor_bytes_served\x18\x04 \x01(\x04\x12 \n\x18recv_tensor_calls_served\x18\x05 \x01(\x04\x12\x12\n\ngraph_runs\x18\x06 \x01(\x04\x12\x19\n\x11graph_runs_failed\x18\x07 \x01(\x04\x12\x12\n\nlast_error\x18\x08 \x01(\t\x12\x1a\n\x12last_error_time_ms\x18\t \x01(\x03\x12\x15\n\rstart_time_ms\x18\n \x01(\x03\x12\x18\n\x10protocol_version\x18\x0b \x01(\x05\"\x98\x01\n\x14RegisterGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x33\n\tgraph_def\x18\x02 \x01(\x0b\x32 .kernflow.core.protobuf.GraphDef\x12\x33\n\x06\x63onfig\x18\x03 \x01(\x0b\x32#.kernflow.core.protobuf.ConfigProto\"-\n\x15RegisterGraphResponse\x12\x14\n\x0cgraph_handle\x18\x01 \x01(\t\"F\n\x16\x44\x65registerGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\"\x19\n\x17\x44\x65registerGraphResponse\"\xc5\x01\n\x0fRunGraphRequest\x12\x16\n\x0esession_handle\x18\x01 \x01(\t\x12\x14\n\x0cgraph_handle\x18\x02 \x01(\t\x12\x0f\n\x07step_id\x18\x03 \x01(\x03\x12\x33\n\x04send\x18\x04 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x10\n\x08recv_key\x18\x05 \x03(\t\x12\x15\n\rcollect_stats\x18\x06 \x01(\x08\x12\x15\n\rtimeout_in_ms\x18\x07 \x01(\x03\"\xff\x01\n\x10RunGraphResponse\x12\x33\n\x04recv\x18\x01 \x03(\x0b\x32%.kernflow.client.protobuf.NamedTensor\x12\x35\n\nstep_stats\x18\x02 \x01(\x0b\x32!.kernflow.core.protobuf.StepStats\x12\x13\n\x0bstatus_code\x18\x03 \x01(\x05\x12\x1c\n\x14status_error_message\x18\x04 \x01(\t\x12\x38\n\ncost_graph\x18\x05 \x01(\x0b\x32$.kernflow.core.protobuf.CostGraphDef\x12\x12\n\nnot_inline\x18\x06 \x01(\x08\"<\n\x11RecvTensorRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x16\n\x0erendezvous_key\x18\x02 \x01(\t\"\xc9\x01\n\x12RecvTensorResponse\x12/\n\x05\x64type\x18\x01 \x01(\x0e\x32 .kernflow.core.protobuf.DataType\x12\x37\n\x05shape\x18\x02 \x01(\x0b\x32(.kernflow.core.protobuf.TensorShapeProto\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\x0f\n\x07is_dead\x18\x04 \x01(\x08\x12\x13\n\x0btotal_bytes\x18\x05 \x01(\x03\x12\x12\n\nstring_val\x18\x06 \x03(\x0c\"&\n\x13\x43leanupGraphRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\"\x16\n\x14\x43leanupGraphResponse\"B\n\x10\x41\x62ortStepRequest\x12\x0f\n\x07step_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x13\n\x11\x41\x62ortStepResponse\"&\n\x11\x43leanupAllRequest\x12\x11\n\tcontainer\x18\x01 \x03(\t\"\x14\n\x12\x43leanupAllResponse2\xd8\x07\n\rWorkerService\x12\x64\n\tGetStatus\x12*.kernflow.client.protobuf.GetStatusRequest\x1a+.kernflow.client.protobuf.GetStatusResponse\x12p\n\rRegisterGraph\x12..kernflow.client.protobuf.RegisterGraphRequest\x1a/.kernflow.client.protobuf.RegisterGraphResponse\x12v\n\x0f\x44\x65registerGraph\x12\x30.kernflow.client.protobuf.DeregisterGraphRequest\x1a\x31.kernflow.client.protobuf.DeregisterGraphResponse\x12\x61\n\x08RunGraph\x12).kernflow.client.protobuf.RunGraphRequest\x1a*.kernflow.client.protobuf.RunGraphResponse\x12k\n\x0eRunGraphStream\x12).kernflow.client.protobuf.RunGraphRequest\x1a*.kernflow.client.protobuf.RunGraphResponse(\x01\x30\x01\x12i\n\nRecvTensor\x12+.kernflow.client.protobuf.RecvTensorRequest\x1a,.kernflow.client.protobuf.RecvTensorResponse0\x01\x12m\n\x0c\x43leanupGraph\x12-.kernflow.client.protobuf.CleanupGraphRequest\x1a..kernflow.client.protobuf.CleanupGraphResponse\x12\x64\n\tAbortStep\x12*.kernflow.client.protobuf.AbortStepRequest\x1a+.kernflow.client.protobuf.AbortStepResponse\x12g\n\nCleanupAll\x12+.kernflow.client.protobuf.CleanupAllRequest\x1a,.kernflow.client.protobuf.CleanupAllResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,35 +45,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSTATUSREQUEST']._serialized_start=518
   _globals['_GETSTATUSREQUEST']._serialized_end=536
   _globals['_GETSTATUSRESPONSE']._serialized_start=539
-  _globals['_GETSTATUSRESPONSE']._serialized_end=842
-  _globals['_REGISTERGRAPHREQUEST']._serialized_start=845
-  _globals['_REGISTERGRAPHREQUEST']._serialized_end=997
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=999
-  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=1044
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=1046
-  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=1116
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=1118
-  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=1143
-  _globals['_RUNGRAPHREQUEST']._serialized_start=1146
-  _globals['_RUNGRAPHREQUEST']._serialized_end=1343
-  _globals['_RUNGRAPHRESPONSE']._serialized_start=1346
-  _globals['_RUNGRAPHRESPONSE']._serialized_end=1581
-  _globals['_RECVTENSORREQUEST']._serialized_start=1583
-  _globals['_RECVTENSORREQUEST']._serialized_end=1643
-  _globals['_RECVTENSORRESPONSE']._serialized_start=1646
-  _globals['_RECVTENSORRESPONSE']._serialized_end=1847
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1849
-  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1887
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1889
-  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1911
-  _globals['_ABORTSTEPREQUEST']._serialized_start=1913
-  _globals['_ABORTSTEPREQUEST']._serialized_end=1979
-  _globals['_ABORTSTEPRESPONSE']._serialized_start=1981
-  _globals['_ABORTSTEPRESPONSE']._serialized_end=2000
-  _globals['_CLEANUPALLREQUEST']._serialized_start=2002
-  _globals['_CLEANUPALLREQUEST']._serialized_end=2040
-  _globals['_CLEANUPALLRESPONSE']._serialized_start=2042
-  _globals['_CLEANUPALLRESPONSE']._serialized_end=2062
-  _globals['_WORKERSERVICE']._serialized_start=2065
-  _globals['_WORKERSERVICE']._serialized_end=3049
+  _globals['_GETSTATUSRESPONSE']._serialized_end=868
+  _globals['_REGISTERGRAPHREQUEST']._serialized_start=871
+  _globals['_REGISTERGRAPHREQUEST']._serialized_end=1023
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_start=1025
+  _globals['_REGISTERGRAPHRESPONSE']._serialized_end=1070
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_start=1072
+  _globals['_DEREGISTERGRAPHREQUEST']._serialized_end=1142
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_start=1144
+  _globals['_DEREGISTERGRAPHRESPONSE']._serialized_end=1169
+  _globals['_RUNGRAPHREQUEST']._serialized_start=1172
+  _globals['_RUNGRAPHREQUEST']._serialized_end=1369
+  _globals['_RUNGRAPHRESPONSE']._serialized_start=1372
+  _globals['_RUNGRAPHRESPONSE']._serialized_end=1627
+  _globals['_RECVTENSORREQUEST']._serialized_start=1629
+  _globals['_RECVTENSORREQUEST']._serialized_end=1689
+  _globals['_RECVTENSORRESPONSE']._serialized_start=1692
+  _globals['_RECVTENSORRESPONSE']._serialized_end=1893
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_start=1895
+  _globals['_CLEANUPGRAPHREQUEST']._serialized_end=1933
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_start=1935
+  _globals['_CLEANUPGRAPHRESPONSE']._serialized_end=1957
+  _globals['_ABORTSTEPREQUEST']._serialized_start=1959
+  _globals['_ABORTSTEPREQUEST']._serialized_end=2025
+  _globals['_ABORTSTEPRESPONSE']._serialized_start=2027
+  _globals['_ABORTSTEPRESPONSE']._serialized_end=2046
+  _globals['_CLEANUPALLREQUEST']._serialized_start=2048
+  _globals['_CLEANUPALLREQUEST']._serialized_end=2086
+  _globals['_CLEANUPALLRESPONSE']._serialized_start=2088
+  _globals['_CLEANUPALLRESPONSE']._serialized_end=2108
+  _globals['_WORKERSERVICE']._serialized_start=2111
+  _globals['_WORKERSERVICE']._serialized_end=3095
 # @@protoc_insertion_point(module_scope)

@@ -38,7 +38,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class GetStatusResponse(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
@@ -59,7 +60,8 @@ class GetStatusResponse(_message.Message):
     last_error: str
     last_error_time_ms: int
     start_time_ms: int
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ...) -> None: ...
+    protocol_version: int
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")
@@ -108,18 +110,20 @@ class RunGraphRequest(_message.Message):
     def __init__(self, session_handle: _Optional[str] = ..., graph_handle: _Optional[str] = ..., step_id: _Optional[int] = ..., send: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., recv_key: _Optional[_Iterable[str]] = ..., collect_stats: _Optional[bool] = ..., timeout_in_ms: _Optional[int] = ...) -> None: ...
 
 class RunGraphResponse(_message.Message):
-    __slots__ = ("recv", "step_stats", "status_code", "status_error_message", "cost_graph")
+    __slots__ = ("recv", "step_stats", "status_code", "status_error_message", "cost_graph", "not_inline")
     RECV_FIELD_NUMBER: _ClassVar[int]
     STEP_STATS_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     COST_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    NOT_INLINE_FIELD_NUMBER: _ClassVar[int]
     recv: _containers.RepeatedCompositeFieldContainer[NamedTensor]
     step_stats: _step_stats_pb2.StepStats
     status_code: int
     status_error_message: str
     cost_graph: _cost_graph_pb2.CostGraphDef
-    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ...) -> None: ...
+    not_inline: bool
+    def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ..., not_inline: _Optional[bool] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
     __slots__ = ("step_id", "rendezvous_key")

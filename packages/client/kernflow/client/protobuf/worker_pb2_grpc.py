@@ -111,7 +111,7 @@ class WorkerServiceServicer:
     def RunGraphStream(self, request_iterator, context):
         """RunGraph of small steps over a long-lived call: each request gets one response, in order
         (one step at a time per stream). Only for graphs the worker runs inline (self-contained,
-        synchronous, on a CPU); for others the response is FAILED_PRECONDITION and nothing runs.
+        synchronous, on a CPU); for others the response has `not_inline` set and nothing runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

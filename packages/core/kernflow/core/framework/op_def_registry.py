@@ -64,6 +64,32 @@ class ArgDef:
     def is_list(self) -> bool:
         return bool(self.number_attr or self.type_list_attr)
 
+    def dtype_at(self, attrs: dict, index: int = 0):
+        """The dtype of this arg's `index`-th tensor for the attr values `attrs` (a reference
+        dtype when the arg is a reference).
+
+        Raises:
+            KeyError: if `attrs` lacks the type attr or type list attr the arg names.
+        """
+        if self.type_list_attr:
+            t = _dtypes.as_dtype(attrs[self.type_list_attr][index])
+        else:
+            t = self.type if self.type is not None else _dtypes.as_dtype(attrs[self.type_attr])
+        return t._as_ref if self.is_ref else t
+
+
+def _expand(args, attrs: dict) -> list[tuple[ArgDef, int]]:
+    out = []
+    for a in args:
+        if a.number_attr:
+            n = attrs.get(a.number_attr) or 0
+        elif a.type_list_attr:
+            n = len(attrs.get(a.type_list_attr) or ())
+        else:
+            n = 1
+        out.extend((a, i) for i in range(n))
+    return out
+
 
 @dataclasses.dataclass(frozen=True)
 class AttrDef:
@@ -89,6 +115,18 @@ class OpDef:
     site: str = ""
     # Ops whose inputs may be uninitialized references (IsVariableInitialized, Assign).
     allows_uninitialized_input: bool = False
+
+    def expand_inputs(self, attrs: dict) -> list[tuple[ArgDef, int]]:
+        """The flat inputs of a node with attr values `attrs`, in order: one `(arg, index)` per
+        tensor, `index` being its position in the arg's list (0 for a single tensor). An ``N * T``
+        arg gives ``attrs[N]`` entries, a type list arg one per type; a missing length attr gives
+        none. Names, reference flags and dtypes (`ArgDef.dtype_at`) are read from the pairs.
+        """
+        return _expand(self.inputs, attrs)
+
+    def expand_outputs(self, attrs: dict) -> list[tuple[ArgDef, int]]:
+        """The flat outputs of a node with attr values `attrs`, as `expand_inputs`."""
+        return _expand(self.outputs, attrs)
 
     def to_proto(self):
         """Returns the `OpDef` protobuf of this op."""

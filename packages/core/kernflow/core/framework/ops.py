@@ -629,15 +629,7 @@ class Graph:
 
 def output_dtypes(op_def, attrs: dict) -> list:
     """Returns the output dtypes an OpDef gives for the attribute values `attrs`."""
-    out = []
-    for arg in op_def.outputs:
-        if arg.type_list_attr:
-            types = [_dtypes.as_dtype(t) for t in attrs[arg.type_list_attr]]
-        else:
-            t = arg.type if arg.type is not None else _dtypes.as_dtype(attrs[arg.type_attr])
-            types = [t] * (attrs[arg.number_attr] if arg.number_attr else 1)
-        out.extend(t._as_ref if arg.is_ref else t for t in types)
-    return out
+    return [arg.dtype_at(attrs, i) for arg, i in op_def.expand_outputs(attrs)]
 
 
 def _run_shape_fn(op: Operation) -> None:

@@ -1,7 +1,7 @@
 """Control flow: the whitepaper's primitives (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 and grouping ops (no_op, group, tuple, with_dependencies).
 
-The primitives are real dataflow ops run by the executor (runtime/frames.py): a Switch forwards its
+The primitives are real dataflow ops run by the executor (runtime/control_flow_executor.py): a Switch forwards its
 input to one output and makes the other *dead*; ops with a dead input do not run; Merge forwards
 its first live input; Enter/Exit move values into and out of a loop frame and NextIteration into
 the next iteration. `cond` and `while_loop` (control_flow_v1.py) build on them as TF1 does.

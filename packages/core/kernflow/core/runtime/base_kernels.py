@@ -76,7 +76,7 @@ def _recv(ctx):
             if err is not None:
                 done(err)
             elif is_dead:
-                from kernflow.core.runtime.frames import DEAD
+                from kernflow.core.runtime.control_flow_executor import DEAD
                 done(DEAD)
             elif to_device is None:
                 done(value)
@@ -137,8 +137,8 @@ def register(registry, device_type: str) -> None:
     # _Send moves its input to host memory itself when the receiver needs it there.
     registry.register("_Send", device_type, _send, needs_ctx=True, host_memory=("?tensor",))
     registry.register("_Recv", device_type, _recv, is_async=True)
-    # Control-flow primitives: the executor (runtime/frames.py) runs them itself; the kernels exist
-    # so placement and lookup treat them like any op. Predicates stay in host memory.
+    # Control-flow primitives: the executor (runtime/control_flow_executor.py) runs them itself; the
+    # kernels exist so placement and lookup treat them like any op. Predicates stay in host memory.
     for ref in ("", "Ref"):
         registry.register(f"{ref}Switch", device_type, _never, forwards=True, host_memory=("pred",))
         registry.register(f"{ref}Merge", device_type, _never, forwards=True,

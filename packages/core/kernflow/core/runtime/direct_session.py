@@ -39,26 +39,26 @@ class _Step:
         self.plans = plans
         self.partition_graphs = partition_graphs
         self.num_fetches = num_fetches
-        self.fast = None
+        self.run_inline = None   # fn(args, ctx) when one synchronous partition runs the step
         self.replay = None   # replay.ReplayRunner when the step is captured and replayed
         if len(plans) == 1 and plans[0].straight_line is not None:
             plan = plans[0]
-            run = plan.run_sync
+            run = plan.run_inline
             if plan.arg_indices != list(range(num_feeds)) or plan.retval_indices != list(range(num_fetches)):
                 run = None
             elif not getattr(plan.device, "has_device_memory", False):
-                def run(args, ctx, _inner=plan.run_sync):
+                def run(args, ctx, _inner=plan.run_inline):
                     return _inner(_host_feeds(args), ctx)
             elif plan.fetch_to_host is not None:
                 to_host = plan.fetch_to_host
 
-                def run(args, ctx, _inner=plan.run_sync):
+                def run(args, ctx, _inner=plan.run_inline):
                     return [to_host(v) for v in _inner(args, ctx)]
                 # A device that can record a step's launches replays them in one call.
                 self.replay = _replay.maybe_runner(plan)
                 if self.replay is not None:
                     run = self.replay
-            self.fast = run
+            self.run_inline = run
 
 
 def _graphs_by_device(step) -> dict:
@@ -178,9 +178,9 @@ class DirectSession:
         trace = options is not None and options.trace_level > 0
         timeout = (options.timeout_in_ms if options is not None and options.timeout_in_ms else 0) \
             or self._timeout_ms
-        if step.fast is not None and not trace:
-            results = step.fast(feed_values, _executor.StepContext(next(_step_ids), None,
-                                                                   step.plans[0].device))
+        if step.run_inline is not None and not trace:
+            results = step.run_inline(feed_values, _executor.StepContext(next(_step_ids), None,
+                                                                         step.plans[0].device))
             collector = None
         else:
             collector = StepStatsCollector(self.cost_model, _graphs_by_device(step)) if trace else None
@@ -207,11 +207,11 @@ class DirectSession:
                 if self._closed:
                     raise RuntimeError("Attempted to use a closed Session.")
                 step = self._steps.get(key) or self._build(key)
-                resolved.append((step.fast, step.plans[0].device))
-            fast, device = resolved[0]
-            if fast is None:
+                resolved.append((step.run_inline, step.plans[0].device))
+            run_inline, device = resolved[0]
+            if run_inline is None:
                 return self.run(feeds, values, fetches, targets)
-            return fast(values, _executor.StepContext(next(_step_ids), None, device))
+            return run_inline(values, _executor.StepContext(next(_step_ids), None, device))
         return run
 
     def _run_dataflow(self, step, feed_values, collector, timeout_ms):

@@ -43,10 +43,10 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework.node_def_util import parse_input
 from kernflow.core.runtime import cancellation as _cancellation
-from kernflow.core.runtime.memory_types import MemoryTypes, arg_names
+from kernflow.core.runtime.memory_types import MemoryTypes
 
 __all__ = ["ExecutorPlan", "KernelConstruction", "StepContext", "ThreadPool", "compile_partition",
-           "parse_input", "node_attrs", "arg_names"]
+           "parse_input", "node_attrs"]
 
 _plan_ids = itertools.count()
 # Release each intermediate after its last consumer (the default). Benchmarks turn it off to
@@ -235,7 +235,7 @@ class ExecutorPlan:
         self._init_refs = refs
         self._init_pending = [n.num_pending for n in nodes]
         self._roots = [n.id for n in nodes if self._init_pending[n.id] == 0]
-        self.control_flow = None   # frames.ControlFlowInfo when the partition has control flow
+        self.control_flow = None   # control_flow_executor.ControlFlowInfo if the partition has any
         use_dataflow = force_dataflow or any(n.is_async for n in nodes)
         self.straight_line = None if use_dataflow else _compile_straight_line(self)
         # The dataflow executor (without control flow) forwards buffers as the straight line does.
@@ -249,23 +249,25 @@ class ExecutorPlan:
         # and BLAS already uses every core for one large kernel.
         parallel = (self.straight_line is not None and pool is not None and pool.num_threads > 1
                     and _has_parallel_expensive(nodes, static_only=True))
-        self._choice = "dataflow" if parallel else "straight"
+        self._choice = "dataflow" if parallel else "straight_line"
 
-    def run_sync(self, args, ctx: StepContext):
-        """Runs a partition that has no asynchronous kernels on the calling thread; returns fetches."""
-        if self._choice == "straight":
+    def run_inline(self, args, ctx: StepContext):
+        """Runs a partition that has no asynchronous kernels on the calling thread (the inline path:
+        the straight line, or the dataflow executor when independent expensive kernels can use the
+        pool); returns fetches."""
+        if self._choice == "straight_line":
             return self.straight_line(args, ctx)
         return self._run_one(self._choice, args, ctx)
 
     def new_state(self, args, ctx: StepContext, done=None):
         """A dataflow execution of this plan for one step (started with `start()`)."""
         if self.control_flow is not None:
-            from kernflow.core.runtime.frames import FrameDataflowState
+            from kernflow.core.runtime.control_flow_executor import FrameDataflowState
             return FrameDataflowState(self, args, ctx, done)
         return DataflowState(self, args, ctx, done)
 
     def _run_one(self, choice, args, ctx):
-        if choice == "straight":
+        if choice == "straight_line":
             return self.straight_line(args, ctx)
         st = self.new_state(args, ctx)
         st.start()
@@ -631,8 +633,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                 raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}': unknown input node '{s}'")
             ins.append((index[name], idx, ctrl))
         parsed.append((nd, op_def, attrs, ins))
-    from kernflow.core.runtime import frames as _frames
-    control_flow = _frames.has_control_flow(graph_def)
+    from kernflow.core.runtime import control_flow_executor as _cfe
+    control_flow = _cfe.has_control_flow(graph_def)
     if compile_loops is None:
         from kernflow.core.runtime.loops import ENABLED as compile_loops
     order = _toposort(parsed)
@@ -652,7 +654,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         data_ins = [(i, idx) for i, idx, c in ins if not c]
         in_slots = [slot_base[i] + idx for i, idx in data_ins]
         in_dtypes = [out_dtypes[i][idx] for i, idx in data_ins]
-        arg_is_ref = _input_ref_flags(op_def, attrs)
+        arg_is_ref = [a.is_ref for a, _ in op_def.expand_inputs(attrs)]
         deref = [dt.is_ref_dtype and not r for dt, r in zip(in_dtypes, arg_is_ref)]
         base = slot_base[old]
         if nd.op == "_Arg":
@@ -699,7 +701,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                         force_dataflow or control_flow, arg_indices=arg_order, retval_indices=ret_order)
     if control_flow:
         attrs_of = {nodes[exec_of_old[old]].name: parsed[old][2] for old in exec_of_old}
-        plan.control_flow = _frames.ControlFlowInfo(plan, lambda n: attrs_of.get(n.name, {}))
+        plan.control_flow = _cfe.ControlFlowInfo(plan, lambda n: attrs_of.get(n.name, {}))
         if compile_loops:
             plan = _compile_loops(plan, attrs_of)
     return plan
@@ -707,7 +709,7 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
 
 def _compile_loops(plan: ExecutorPlan, attrs_of: dict) -> ExecutorPlan:
     """Replaces simple loop frames by compiled loop nodes (`loops.py`), innermost first."""
-    from kernflow.core.runtime import frames as _frames
+    from kernflow.core.runtime import control_flow_executor as _cfe
     from kernflow.core.runtime import loops as _loops
     while plan.control_flow is not None:
         got = _loops.compile_loops(plan, plan.control_flow)
@@ -720,23 +722,10 @@ def _compile_loops(plan: ExecutorPlan, attrs_of: dict) -> ExecutorPlan:
         new = ExecutorPlan(plan.device, nodes, num_slots, consts, plan.arg_slots, rets,
                            plan.pool, True, arg_indices=plan.arg_indices,
                            retval_indices=plan.retval_indices)
-        if any(n.op_type in _frames.CONTROL_FLOW_OPS for n in nodes):
-            new.control_flow = _frames.ControlFlowInfo(new, lambda n: attrs_of.get(n.name, {}))
+        if any(n.op_type in _cfe.CONTROL_FLOW_OPS for n in nodes):
+            new.control_flow = _cfe.ControlFlowInfo(new, lambda n: attrs_of.get(n.name, {}))
         plan = new
     return plan
-
-
-def _input_ref_flags(op_def, attrs) -> list[bool]:
-    flags = []
-    for a in op_def.inputs:
-        if a.number_attr:
-            n = attrs.get(a.number_attr, 0)
-        elif a.type_list_attr:
-            n = len(attrs.get(a.type_list_attr, []))
-        else:
-            n = 1
-        flags.extend([a.is_ref] * n)
-    return flags
 
 
 def _toposort(parsed) -> list[int]:

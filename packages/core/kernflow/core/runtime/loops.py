@@ -1,10 +1,11 @@
 """Compiled while loops: a loop frame run as one node, its iterations as generated Python code.
 
-The frames executor (`frames.FrameDataflowState`) runs a while loop the whitepaper's way: every node
-of every iteration is scheduled on its own, with pending counts, dead-input counts and per-iteration
-input buffers. In Python that bookkeeping costs ~10 us per node, several times what the small kernels
-of an RNN cell cost (the PTB LSTM's step was 30 ms of forward loop and 50 ms of gradient loop, for
-~8,000 node executions). This pass replaces each *simple* loop frame of a compiled partition by one
+The frames executor (`control_flow_executor.FrameDataflowState`) runs a while loop the
+whitepaper's way: every node of every iteration is scheduled on its own, with pending counts,
+dead-input counts and per-iteration input buffers. In Python that bookkeeping costs ~10 us per
+node, several times what the small kernels of an RNN cell cost (the PTB LSTM's step was 30 ms of
+forward loop and 50 ms of gradient loop, for ~8,000 node executions). This pass replaces each
+*simple* loop frame of a compiled partition by one
 `_CompiledLoop` node whose kernel runs the loop's iterations one after another as straight-line code
 (one statement per node, as `executor._compile_straight_line` does for a whole partition).
 
@@ -46,14 +47,13 @@ import threading
 import time
 
 from kernflow.core.framework import errors
-from kernflow.core.runtime import frames as _frames
+from kernflow.core.runtime import control_flow_executor as _K
 from kernflow.core.runtime.executor import exec_generated
 
 __all__ = ["ENABLED", "CompiledLoop", "compile_loops"]
 
 ENABLED = os.environ.get("KERNFLOW_COMPILE_LOOPS", "1") != "0"
 
-_K = _frames
 _CTRL_KINDS = frozenset({_K._MERGE, _K._SWITCH, _K._ENTER, _K._EXIT, _K._NEXT, _K._FORWARD})
 
 
@@ -367,7 +367,7 @@ def _generate(plan, cf, spec, loop_node):
     kind = cf.kind
     members = spec["members"]
     level = spec["level"]
-    g = {"_errors": errors, "_truth": _frames._truth, "_cancelled": _cancelled,
+    g = {"_errors": errors, "_truth": _K._truth, "_cancelled": _cancelled,
          "_pc": time.perf_counter, "_launch": _Launched, "_pool": plan.pool}
     if plan.device is not None and getattr(plan.device, "has_device_memory", False):
         g["_to_host"], g["_to_device"] = plan.device.to_host, plan.device.to_device

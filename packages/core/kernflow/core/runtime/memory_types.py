@@ -1,26 +1,13 @@
 """Memory types: in which memory (host or device) each value of a partition lives.
 
 Used by the executor (`compile_partition`) for devices with their own memory (GPUs); see
-`MemoryTypes`. `arg_names` expands an OpDef's args into one name per flattened input or output.
+`MemoryTypes`. Host-memory args are named in the kernel's `KernelDef`; `OpDef.expand_inputs` and
+`expand_outputs` map each flattened input or output to its arg.
 """
 
 from __future__ import annotations
 
-__all__ = ["arg_names", "MemoryTypes"]
-
-
-def arg_names(args, attrs) -> list[str]:
-    """The arg name of each flattened input (or output) of an op."""
-    out = []
-    for a in args:
-        if a.number_attr:
-            n = attrs.get(a.number_attr, 0)
-        elif a.type_list_attr:
-            n = len(attrs.get(a.type_list_attr, []))
-        else:
-            n = 1
-        out.extend([a.name] * n)
-    return out
+__all__ = ["MemoryTypes"]
 
 
 _HANDLE_TYPES = ("resource", "variant", "string")   # never in device memory
@@ -50,7 +37,7 @@ class MemoryTypes:
         host = {n for n in kd.host_memory if not n.startswith("?")}
         either = {n[1:] for n in kd.host_memory if n.startswith("?")}
         all_host = "*" in host
-        in_names = arg_names(op_def.inputs, attrs)
+        in_names = [a.name for a, _ in op_def.expand_inputs(attrs)]
         host_inputs, shape_inputs = [], []
         for pos, s in enumerate(node.inputs):
             name = in_names[pos] if pos < len(in_names) else ""
@@ -77,7 +64,7 @@ class MemoryTypes:
             elif have != need:
                 node.convert.append((pos, need))
         node.host_inputs, node.shape_inputs = tuple(host_inputs), tuple(shape_inputs)
-        out_names = arg_names(op_def.outputs, attrs)
+        out_names = [a.name for a, _ in op_def.expand_outputs(attrs)]
         # A forwarding op (Identity, Enter, Switch, Merge...) passes its data input on where it
         # lives: its outputs have that input's memory when every data input agrees and is known
         # (a Merge's back edge is not known yet), and no fixed memory otherwise, so that consumers

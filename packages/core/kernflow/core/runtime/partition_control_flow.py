@@ -39,7 +39,7 @@ from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework.node_def_util import parse_input
-from kernflow.core.runtime.frames import has_control_flow
+from kernflow.core.runtime.control_flow_executor import has_control_flow
 
 __all__ = ["ControlFlowPartition", "prepare"]
 
@@ -77,7 +77,7 @@ class _Frames:
 
     A node runs in the frame of its inputs, ignoring constants and feeds (available everywhere)
     and the NextIteration -> Merge back edges; an Enter's outputs live in the child frame it
-    names, an Exit's in its frame's parent (as runtime/frames.py computes them per partition).
+    names, an Exit's in its frame's parent (as runtime/control_flow_executor.py computes them per partition).
     """
 
     def __init__(self, graph_def):

@@ -127,7 +127,7 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
         for c in attrs[i].get("_class", []) or []:
             if c.startswith("loc:@") and c[5:] in index:
                 uf.union(i, index[c[5:]])
-        ref_flags = _ref_inputs(op_defs[i], attrs[i])
+        ref_flags = [a.is_ref for a, _ in op_defs[i].expand_inputs(attrs[i])]
         data_inputs = [parse_input(s) for s in nd.input if not s.startswith("^")]
         for (name, _, _), is_ref in zip(data_inputs, ref_flags):
             if is_ref and name in index:
@@ -161,15 +161,6 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
             _log.info(line)
             print(line, file=sys.stderr)
     return out
-
-
-def _ref_inputs(op_def, attrs) -> list[bool]:
-    flags = []
-    for a in op_def.inputs:
-        k = attrs.get(a.number_attr, 1) if a.number_attr else (
-            len(attrs.get(a.type_list_attr, [])) if a.type_list_attr else 1)
-        flags.extend([a.is_ref] * k)
-    return flags
 
 
 def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, yielding=frozenset()):

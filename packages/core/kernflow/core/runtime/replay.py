@@ -78,7 +78,7 @@ def replay_blockers(plan) -> list[str]:
     and outputs of stateless kernels whose inputs are all static or read only for their shape
     (Shape, Size, Rank). Host-memory inputs must be static: a replay re-uses the value captured.
     """
-    if plan.straight_line is None or plan._choice != "straight":
+    if plan.straight_line is None or plan._choice != "straight_line":
         return ["the plan is not one straight line of synchronous kernels"]
     out = []
     static = {s for s, v in enumerate(plan._init_vals) if v is not None}
@@ -169,7 +169,7 @@ class ReplayRunner:
             return self._capture(sig, args, ctx)
 
     def _eager(self, args, ctx):
-        return [self._to_host(v) for v in self.plan.run_sync(args, ctx)]
+        return [self._to_host(v) for v in self.plan.run_inline(args, ctx)]
 
     def _host(self, values):
         out = []
@@ -183,7 +183,7 @@ class ReplayRunner:
         variables = [(k, var, var.value) for k in self._variables for var in (k(),)]
         plan = self.plan
         try:
-            step = self._device.capture_step(lambda a: plan.run_sync(a, ctx), args)
+            step = self._device.capture_step(lambda a: plan.run_inline(a, ctx), args)
         except Exception as e:  # noqa: BLE001 - the step runs eagerly instead, reason kept
             self._runs[sig] = 0
             out = self._eager(args, ctx)   # a step that fails eagerly too raises here, uncounted

@@ -28,7 +28,6 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.core.runtime import base_kernels
-from kernflow.core.runtime.memory_types import arg_names
 
 __all__ = ["register", "CPU_ONLY_FAMILIES", "CPU_ONLY_OPS", "HOST_ARGS"]
 
@@ -124,8 +123,8 @@ def _normalized(factory, op_type, host, needs_ctx=False):
         # Host-memory inputs of one element arrive as numpy 0-d arrays; numpy scalars combine with
         # device arrays in cupy expressions (0-d host arrays do not).
         offset = 1 if needs_ctx else 0
-        pos = [] if "*" in host else [i + offset for i, n in enumerate(arg_names(od.inputs, ctx.attrs))
-                                      if n in host]
+        pos = [] if "*" in host else [i + offset for i, (a, _) in enumerate(od.expand_inputs(ctx.attrs))
+                                      if a.name in host]
         if pos:
             def compute(*args):
                 args = list(args)
@@ -136,7 +135,7 @@ def _normalized(factory, op_type, host, needs_ctx=False):
                 return inner(*args)
         else:
             compute = inner
-        names = arg_names(od.outputs, ctx.attrs)
+        names = [a.name for a, _ in od.expand_outputs(ctx.attrs)]
         kinds = ["host" if "*" in host or n in host else "device" for n in names]
         if not kinds:
             return compute

@@ -1,5 +1,5 @@
-"""The frame-aware dataflow executor (runtime/frames.py): dead tensors through the raw primitives,
-devices, tracing, concurrent steps, cancellation."""
+"""The frame-aware dataflow executor (runtime/control_flow_executor.py): dead tensors through the
+raw primitives, devices, tracing, concurrent steps, cancellation."""
 
 import subprocess
 import sys

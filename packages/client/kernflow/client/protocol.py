@@ -1,0 +1,33 @@
+"""The wire protocol's version: one number that every peer advertises and its caller checks.
+
+The client, master and worker packages ship in lockstep, so a peer speaking another protocol is
+refused with a clear error instead of being served through fallbacks. A worker advertises its
+version in GetStatusResponse (the master checks it when it waits for a task in CreateSession and
+whenever it gathers devices); the master advertises its own in CreateSessionResponse (the client
+checks it). Bump `PROTOCOL_VERSION` with any change a peer of the previous version would get wrong.
+"""
+
+from __future__ import annotations
+
+from kernflow.core.framework import errors
+
+__all__ = ["PROTOCOL_VERSION", "check_peer"]
+
+PROTOCOL_VERSION = 1
+
+
+def check_peer(peer_version: int, peer: str) -> None:
+    """Raises unless the peer speaks this process's protocol (`PROTOCOL_VERSION`).
+
+    Args:
+        peer_version: the version the peer advertised (0: it has no version field at all).
+        peer: names the peer for the message, e.g. "task /job:ps/replica:0/task:0".
+
+    Raises:
+        FailedPreconditionError: naming the peer and both versions.
+    """
+    if peer_version != PROTOCOL_VERSION:
+        theirs = peer_version or "0 (it sent none)"
+        raise errors.FailedPreconditionError(
+            None, None, f"{peer} speaks kernflow protocol version {theirs}, this process speaks version "
+            f"{PROTOCOL_VERSION}: run the same kernflow release on every task")
