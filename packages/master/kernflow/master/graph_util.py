@@ -14,7 +14,8 @@ from __future__ import annotations
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
-from kernflow.core.runtime.executor import node_attrs, parse_input
+from kernflow.core.runtime.executor import node_attrs
+from kernflow.core.runtime.placer import colocation_groups
 
 from kernflow.master.devices import task_of
 
@@ -22,37 +23,16 @@ __all__ = ["apply_default_task", "check_graph", "group_by_task"]
 
 
 def _colocation_groups(nds) -> list[int]:
-    """Returns, for each node, the index of its colocation group's root (the placer's rules)."""
-    index = {nd.name: i for i, nd in enumerate(nds)}
-    parent = list(range(len(nds)))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a, b):
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
-    for i, nd in enumerate(nds):
-        if "_class" in nd.attr:
-            for c in nd.attr["_class"].list.s:
-                c = c.decode() if isinstance(c, bytes) else c
-                if c.startswith("loc:@") and c[5:] in index:
-                    union(i, index[c[5:]])
+    """For each node, the index of its colocation group's root (the placer's own rules)."""
+    op_defs, attrs = [], []
+    for nd in nds:
         try:
             op_def = op_def_registry.get(nd.op)
         except Exception:  # noqa: BLE001 - an unknown op fails later, in the placer, with its name
-            continue
-        flags = [a.is_ref for a, _ in op_def.expand_inputs(node_attrs(nd, op_def))]
-        data = [parse_input(s) for s in nd.input if not s.startswith("^")]
-        for (name, _, _), is_ref in zip(data, flags):
-            if is_ref and name in index:
-                union(i, index[name])
-    return [find(i) for i in range(len(nds))]
+            op_def = None
+        op_defs.append(op_def)
+        attrs.append(node_attrs(nd, op_def) if op_def is not None else None)
+    return colocation_groups(nds, op_defs, attrs)[0]
 
 
 def apply_default_task(graph_def, task: str):

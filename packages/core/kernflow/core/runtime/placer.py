@@ -35,7 +35,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime.executor import node_attrs, parse_input
 
-__all__ = ["place", "PlacementOptions", "ANY_DEVICE_OPS"]
+__all__ = ["place", "colocation_groups", "PlacementOptions", "ANY_DEVICE_OPS"]
 
 _log = logging.getLogger(__name__)
 # Ops handled by the executor itself: they run on whatever device they are put on.
@@ -66,6 +66,52 @@ class _UnionFind:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _classes(nd, attrs) -> list:
+    """The ``_class`` colocation names of a node (from its typed attrs when known, else raw)."""
+    if attrs is not None:
+        return attrs.get("_class", []) or []
+    if "_class" not in nd.attr:
+        return []
+    return [c.decode() if isinstance(c, bytes) else c for c in nd.attr["_class"].list.s]
+
+
+def colocation_groups(nds, op_defs, attrs):
+    """TF's colocation rules over a graph's nodes: the group root of every node.
+
+    Nodes named in each other's ``_class`` ("loc:@name") attr share a group, and so does a node with
+    the producer of each of its reference inputs (a stateful op sits with its variable). The placer
+    and the master (its default task per group) both use this.
+
+    Args:
+        nds: the NodeDefs.
+        op_defs: their OpDefs; None for an op that is not registered (only its ``_class`` counts).
+        attrs: their typed attrs (`node_attrs`); None where the OpDef is None.
+
+    Returns:
+        (roots, yielding): ``roots[i]`` is the index of node i's group root (the smallest index in
+        the group); `yielding` holds the nodes that joined a group only through a reference input
+        (an Assign built under another device scope), whose own device request gives way.
+    """
+    index = {nd.name: i for i, nd in enumerate(nds)}
+    uf = _UnionFind(len(nds))
+    yielding: set[int] = set()
+    for i, nd in enumerate(nds):
+        classes = _classes(nd, attrs[i])
+        for c in classes:
+            if c.startswith("loc:@") and c[5:] in index:
+                uf.union(i, index[c[5:]])
+        if op_defs[i] is None:
+            continue
+        ref_flags = [a.is_ref for a, _ in op_defs[i].expand_inputs(attrs[i])]
+        data_inputs = [parse_input(s) for s in nd.input if not s.startswith("^")]
+        for (name, _, _), is_ref in zip(data_inputs, ref_flags):
+            if is_ref and name in index:
+                uf.union(i, index[name])
+                if not any(c.startswith("loc:@") for c in classes):
+                    yielding.add(i)
+    return [uf.find(i) for i in range(len(nds))], yielding
 
 
 def _merge_specs(members, nds, specs, yielding=frozenset()):
@@ -118,25 +164,14 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
     index = {nd.name: i for i, nd in enumerate(nds)}
     op_defs = [op_def_registry.get(nd.op) for nd in nds]
     attrs = [node_attrs(nd, od) for nd, od in zip(nds, op_defs)]
-    uf = _UnionFind(n)
     specs = []
-    yielding: set[int] = set()
-    for i, nd in enumerate(nds):
+    for nd in nds:
         dev = nd.device or (options.client_device if nd.op in ANY_DEVICE_OPS else "")
         specs.append(device_spec.DeviceSpec.from_string(dev) if dev else None)
-        for c in attrs[i].get("_class", []) or []:
-            if c.startswith("loc:@") and c[5:] in index:
-                uf.union(i, index[c[5:]])
-        ref_flags = [a.is_ref for a, _ in op_defs[i].expand_inputs(attrs[i])]
-        data_inputs = [parse_input(s) for s in nd.input if not s.startswith("^")]
-        for (name, _, _), is_ref in zip(data_inputs, ref_flags):
-            if is_ref and name in index:
-                uf.union(i, index[name])
-                if not any(c.startswith("loc:@") for c in attrs[i].get("_class", []) or []):
-                    yielding.add(i)
+    roots, yielding = colocation_groups(nds, op_defs, attrs)
     groups: dict[int, list[int]] = {}
     for i in range(n):
-        groups.setdefault(uf.find(i), []).append(i)
+        groups.setdefault(roots[i], []).append(i)
     candidates = {}
     for root, members in groups.items():
         cands = _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, yielding)
@@ -146,7 +181,7 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
         candidates[root] = cands
     generators = {root for root, members in groups.items()
                   if all(not nds[m].input and not op_defs[m].stateful for m in members)}
-    _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generators)
+    _greedy_assign(nds, attrs, groups, roots, candidates, index, options, generators)
     if options.log_device_placement:
         preferred = [t for t, _ in sorted(options.type_priority.items(), key=lambda kv: -kv[1])
                      if any(d.device_type == t for d in devices)]
@@ -219,7 +254,7 @@ def _topo(nds, index):
     return order
 
 
-def _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generators=frozenset()):
+def _greedy_assign(nds, attrs, groups, roots, candidates, index, options, generators=frozenset()):
     cm = options.cost_model or _cost.CostModel()
     prio = options.type_priority
     finish = [0.0] * len(nds)
@@ -231,7 +266,7 @@ def _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generator
             dev_rank.setdefault(d.name, len(dev_rank))
     order = _topo(nds, index)
     for i in order:
-        root = uf.find(i)
+        root = roots[i]
         if device_of[i] is not None or root in generators:
             continue
         members = groups[root]
@@ -259,10 +294,10 @@ def _greedy_assign(nds, attrs, groups, uf, candidates, index, options, generator
             finish[m] = end
             nds[m].device = dev.name
         ready[dev.resource_key] = end
-    _place_generators(nds, groups, uf, candidates, index, generators, device_of, dev_rank, prio)
+    _place_generators(nds, groups, roots, candidates, index, generators, device_of, dev_rank, prio)
 
 
-def _place_generators(nds, groups, uf, candidates, index, generators, device_of, dev_rank, prio):
+def _place_generators(nds, groups, roots, candidates, index, generators, device_of, dev_rank, prio):
     """Puts each generator group on the device of its first placed consumer, if allowed there."""
     first_consumer: dict[int, object] = {}
     for j, nd in enumerate(nds):
@@ -270,7 +305,7 @@ def _place_generators(nds, groups, uf, candidates, index, generators, device_of,
             name, _, _ = parse_input(s)
             k = index.get(name)
             if k is not None and device_of[j] is not None:
-                first_consumer.setdefault(uf.find(k), device_of[j])
+                first_consumer.setdefault(roots[k], device_of[j])
     for root in generators:
         cands = candidates[root]
         dev = first_consumer.get(root)
