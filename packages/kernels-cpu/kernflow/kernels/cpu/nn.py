@@ -519,10 +519,17 @@ def _max_pool(ctx):
         out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
         if any(d == 0 for d in out) or x.size == 0:
             return np.zeros(out, dtype=x.dtype)
+        y = _dnnl(onednn.max_pool, x, out, ksize, strides, pads)
+        if y is not None:
+            return y
+        # TF's rules: a window's maximum is at least the dtype's lowest finite value (a window of
+        # -inf gives it) and NaN never wins (fmax), as both TF's Eigen and oneDNN kernels do.
         xp = _pad(x, pads, _lowest(x.dtype))
-        y = None
+        floor = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        y = np.full(out, floor, dtype=x.dtype)
+        step = np.fmax if x.dtype.kind == "f" else np.maximum
         for _, sl in _taps(ksize, strides, out):
-            y = xp[sl].copy() if y is None else np.maximum(y, xp[sl], out=y)
+            step(y, xp[sl], out=y)
         return y
     return compute
 

@@ -382,23 +382,65 @@ class _MaxPoolGrad:
         self.bwd = _Primitive(lib, bwd)
 
 
+class _MaxPool:
+    """Max pooling forward (inference: no workspace) of one geometry."""
+
+    def __init__(self, lib, x_shape, x_strides, y_shape, channels_last, kernel, strides, pad_l, pad_r):
+        self.x_md = _act_md(lib, x_shape, x_strides, channels_last)
+        self.y_md = _act_md(lib, y_shape, _contiguous_strides(y_shape), channels_last)
+        s, k, d = _dims(strides), _dims(kernel), _dims([0] * len(kernel))
+        fwd = _P()
+        lib.call("pooling_forward_primitive_desc_create", C.byref(fwd), lib.engine, _FWD_INFERENCE,
+                 _POOL_MAX, self.x_md.handle, self.y_md.handle, s, k, d, _dims(pad_l), _dims(pad_r),
+                 lib.attr)
+        self.fwd = _Primitive(lib, fwd)
+
+
+def _pool_layout(ksize, strides, pads):
+    """(channels_last, spatial axes) of a 4-D pooling whose channel window is 1 wide, else None."""
+    if ksize[3] == strides[3] == 1 and pads[3] == (0, 0):
+        return True, (1, 2)
+    if ksize[1] == strides[1] == 1 and pads[1] == (0, 0):
+        return False, (2, 3)
+    return None
+
+
+def max_pool(x, out_shape, ksize, strides, pads):
+    """TF's MaxPool of a float32 4-D input (padding never wins), or None to use numpy.
+
+    This is the primitive TF's own CPU kernel runs: on inputs holding NaN (which never wins a
+    window here, where numpy's maximum propagates it) and infinities it gave exactly TF 2.21's
+    output, SAME padding included.
+    """
+    layout = _pool_layout(ksize, strides, pads) if library() is not None and _usable(x) else None
+    if layout is None:
+        return None
+    channels_last, spatial = layout
+    args = (x.shape, x.strides, tuple(out_shape), channels_last, tuple(ksize[i] for i in spatial),
+            tuple(strides[i] for i in spatial), tuple(pads[i][0] for i in spatial),
+            tuple(pads[i][1] for i in spatial))
+    lib = library()
+    p = _cached(("max_pool",) + args, lambda: _MaxPool(lib, *args))
+    y = np.empty(out_shape, dtype=np.float32)
+    p.fwd.run([(ARG_SRC, p.x_md, x), (ARG_DST, p.y_md, y)])
+    return y
+
+
+_F32_LOWEST = np.finfo(np.float32).min
+
+
 def max_pool_grad(x, y, g, ksize, strides, pads):
     """TF's MaxPoolGrad (the gradient goes to the first maximum of each window), or None to use numpy.
 
     x, y, g are 4-D with the window over two of the last three axes and a size-1 window of stride 1
-    (the channel) on the remaining one. Windows whose maximum is not finite (y holds -inf or NaN) go to
-    numpy, whose tie rules for them are TF's.
+    (the channel) on the remaining one. Windows whose maximum is not a finite value above the lowest
+    one (y holds +-inf, NaN, or the lowest value a window of -inf pools to) go to numpy, whose rules
+    for them are TF's: such a window takes no gradient.
     """
-    if library() is None or not _usable(x, g):
+    layout = _pool_layout(ksize, strides, pads) if library() is not None and _usable(x, g) else None
+    if layout is None or not (np.isfinite(y).all() and (y > _F32_LOWEST).all()):
         return None
-    if ksize[3] == strides[3] == 1 and pads[3] == (0, 0):
-        channels_last, spatial = True, (1, 2)
-    elif ksize[1] == strides[1] == 1 and pads[1] == (0, 0):
-        channels_last, spatial = False, (2, 3)
-    else:
-        return None
-    if not np.isfinite(y).all():
-        return None
+    channels_last, spatial = layout
     args = (x.shape, x.strides, g.shape, g.strides, channels_last, tuple(ksize[i] for i in spatial),
             tuple(strides[i] for i in spatial), tuple(pads[i][0] for i in spatial),
             tuple(pads[i][1] for i in spatial))

@@ -438,10 +438,22 @@ def _ref_avg_pool_grad(shape, g, ksize, strides, padding):
 _PX = _r.permutation(2 * 7 * 6 * 3).reshape(2, 7, 6, 3).astype(np.float64) / 10.0
 _K2 = ([1, 2, 2, 1], [1, 2, 2, 1])
 _K3S2 = ([1, 3, 3, 1], [1, 2, 2, 1])
+# NaN and infinities in pooling windows (TF 2.21 gave the _tf_max results on this very input).
+_NAN_POOL_X = np.random.RandomState(0).randn(2, 6, 6, 3).astype(np.float32)
+_NAN_POOL_X[0, 0, 0, 0] = _NAN_POOL_X[0, 1, 1, 1] = _NAN_POOL_X[1, 2, 3, 2] = np.nan
+_NAN_POOL_X[0, 3, 2, 2] = np.nan
+_NAN_POOL_X[1, 4, 4, 0], _NAN_POOL_X[1, 5, 5, 1] = np.inf, -np.inf
+
+
+def _tf_max(window):
+    """TF's MaxPool of one window: NaN never wins, and the result is at least the lowest finite
+    value (observed in TF 2.21: a window of -inf gives -3.4028235e+38)."""
+    floor = np.finfo(window.dtype).min if window.dtype.kind == "f" else np.iinfo(window.dtype).min
+    return np.fmax.reduce(np.append(window, window.dtype.type(floor)))
 
 
 def _pool_case(op, fn, x, ksize, strides, padding, **kw):
-    ref_fn = np.max if op == "MaxPool" else np.mean
+    ref_fn = _tf_max if op == "MaxPool" else np.mean
     return OpCase(op, lambda v: fn(v, ksize, strides, padding), [x],
                   lambda v: _ref_pool(v, ksize, strides, padding, ref_fn).astype(v.dtype), **kw)
 
@@ -454,6 +466,9 @@ _POOL_CASES = [
     _pool_case("MaxPool", kf.nn.max_pool, _XI.reshape(1, 4, 5, 1), *_K3S2, "SAME", name="int32"),
     _pool_case("MaxPool", kf.nn.max_pool, -np.ones((1, 3, 3, 2), np.float32) * np.inf, *_K2,
                "SAME", name="neg_inf"),
+    _pool_case("MaxPool", kf.nn.max_pool, _NAN_POOL_X, *_K3S2, "SAME", name="nan_inf"),
+    _pool_case("MaxPool", kf.nn.max_pool, _NAN_POOL_X.astype(np.float64), *_K2, "SAME",
+               name="nan_inf_f64"),
     _pool_case("MaxPool", kf.nn.max_pool, np.zeros((0, 4, 4, 2), np.float32), *_K2, "VALID",
                name="empty"),
     _pool_case("MaxPool", kf.nn.max_pool, _PX, [1, 1, 1, 3], [1, 1, 1, 3], "VALID", grad=True,
