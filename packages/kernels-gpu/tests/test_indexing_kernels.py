@@ -350,6 +350,9 @@ _PX = _r.permutation(2 * 7 * 6 * 3).reshape(2, 7, 6, 3) / 10.0
 _PT = _PX.copy()
 _PT[0, 0, 0, 0] = _PT[0, 0, 1, 0] = _PT[0, 1, 0, 0] = 100.0  # ties: the first one wins
 _K2 = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1])
+_NAN_X = _PX.astype(np.float32)
+_NAN_X[0, 0, 0, 0] = _NAN_X[1, 2, 3, 2] = np.nan   # NaN never wins a window (TF)
+_NAN_X[1, 4, 4, 0], _NAN_X[0, 5, 5, 1] = np.inf, -np.inf
 _K3S2 = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1])
 _POOLS = [
     ("valid", _PX, _K2, "VALID"),
@@ -359,6 +362,7 @@ _POOLS = [
     ("uint8", (_PX * 10).astype(np.uint8) % 5, dict(ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1]), "SAME"),
     ("f16", _PX.astype(np.float16), _K3S2, "VALID"),
     ("neg_inf", -np.ones((1, 3, 3, 2), np.float32) * np.inf, _K2, "SAME"),
+    ("nan_inf", _NAN_X, _K3S2, "SAME"),
     ("empty", np.zeros((0, 4, 4, 2), np.float32), _K2, "VALID"),
     ("depth", _PX, dict(ksize=[1, 1, 1, 3], strides=[1, 1, 1, 3]), "VALID"),
     ("nchw", np.transpose(_PT, (0, 3, 1, 2)), dict(ksize=[1, 1, 2, 2], strides=[1, 1, 1, 1]), "SAME"),

@@ -48,10 +48,13 @@ def _max_pool(ctx, am=None):
         out, pads = _pool_geometry(ctx, x.shape, ksize, strides, padding)
         if any(d == 0 for d in out) or x.size == 0:
             return xp.zeros(out, dtype=x.dtype)
+        # TF's rules (as the CPU kernel): at least the lowest finite value, NaN never wins.
         xpd = _pad(xp, x, pads, _lowest(x.dtype))
-        y = None
+        floor = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        y = xp.full(out, floor, dtype=x.dtype)
+        step = xp.fmax if x.dtype.kind == "f" else xp.maximum
         for _, sl in _taps(ksize, strides, out):
-            y = xpd[sl].copy() if y is None else xp.maximum(y, xpd[sl], out=y)
+            step(y, xpd[sl], out=y)
         return y
     return compute
 
