@@ -54,8 +54,9 @@ def test_a_failed_step_is_counted_with_its_error_type(rec):
 
 
 def test_no_provider_means_no_recording_and_no_clock():
-    if telemetry.metrics_active():
-        pytest.skip("an earlier test in this process installed a global MeterProvider")
+    # Tests install providers only through MetricsRecorder (kernflow's own, removed on exit); the
+    # global one is installed in subprocesses (test_metrics_sdk.py), so none is active here.
+    assert not telemetry.metrics_active(), "a test installed a global MeterProvider in process"
     assert telemetry.step_start() is None
     assert telemetry.checkpoint_timer("save") is telemetry.checkpoint_timer("restore")  # shared no-op
     g, x, y = _add_one()

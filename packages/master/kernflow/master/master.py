@@ -15,10 +15,8 @@ client's `TensorProto`s.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import logging
-import queue
 import random
 import threading
 import time
@@ -44,9 +42,10 @@ from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
 from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
-from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task, secondary
+from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task
 from kernflow.master.step_routes import Routes
 from kernflow.master.task_health import TaskHealth
+from kernflow.master.task_step import TaskStep, deadline_error
 from kernflow.master.threads import ElasticPool, call_all
 
 __all__ = ["Master"]
@@ -672,9 +671,6 @@ class Master:
     def _run_tasks_inner(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict,
                          timeout_ms: int) -> dict:
         """Runs every task's RunGraph concurrently, watching deadlines and the tasks' health."""
-        q: queue.SimpleQueue = queue.SimpleQueue()
-        start = time.monotonic()
-        deadline = start + timeout_ms / 1000.0 if timeout_ms else None
         rpc_deadline_s = timeout_ms / 1000.0 + 1.0 if timeout_ms else self.run_graph_timeout_s
         if len(reqs) == 1:
             # One task: nothing to coordinate, so call it on this thread (saves two thread hand-offs
@@ -685,77 +681,9 @@ class Master:
             except Exception as e:  # noqa: BLE001 - reported as a TF error naming the task
                 err = name_task(as_op_error(e, f"RunGraph on task {task}"), task)
                 if timeout_ms and isinstance(err, errors.DeadlineExceededError):
-                    err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms "
-                                                       f"waiting for the step to finish: {err.message}")
+                    err = deadline_error(err, timeout_ms)
                 raise err from None
-
-        traced = _tracing()
-        for task, req in reqs.items():
-            def call(task=task, req=req):
-                return self._run_graph(task, req, step_id, rpc_deadline_s, plan)
-
-            def run(task=task, call=call, ctx=contextvars.copy_context() if traced else None):
-                try:
-                    q.put(("run", task, ctx.run(call) if ctx is not None else call(), None))
-                except BaseException as e:  # noqa: BLE001 - reported to the step
-                    q.put(("run", task, None, e))
-            self._pool.submit(run)
-
-        pending = set(reqs)
-        results: dict = {}
-        failures: list = []            # (task or None, OpError), in arrival order
-        give_up_at = None              # set once the step failed: wait this long for the others
-        next_probe = start + self.health_check_interval_s
-        probing = False
-
-        def fail(task, err):
-            nonlocal give_up_at
-            failures.append((task, err))
-            if give_up_at is None:
-                give_up_at = time.monotonic() + self.abort_grace_s
-                what = f"task {task} failed" if task else "the step timed out"
-                self._abort([t for t in reqs if t != task], step_id, errors.ABORTED,
-                            f"Step {step_id} aborted because {what}: {err.message}")
-
-        while pending:
-            now = time.monotonic()
-            if give_up_at is not None and now >= give_up_at:
-                break
-            if deadline is not None and now >= deadline and give_up_at is None:
-                fail(None, errors.DeadlineExceededError(
-                    None, None, f"Timed out after {timeout_ms} ms waiting for the step to finish "
-                    f"(tasks still running: {', '.join(sorted(pending, key=task_sort_key))})"))
-                continue
-            until = [give_up_at or float("inf"), deadline or float("inf"),
-                     next_probe if give_up_at is None and not probing else float("inf")]
-            try:
-                kind, task, res, err = q.get(timeout=max(0.0, min(until) - now) if min(until) < float("inf")
-                                             else None)
-            except queue.Empty:
-                if give_up_at is None and not probing and time.monotonic() >= next_probe:
-                    probing = True
-                    self._probe(sorted(pending), plan, q)
-                continue
-            if kind == "probe":
-                probing = False
-                next_probe = time.monotonic() + self.health_check_interval_s
-                if err is not None and task in pending and give_up_at is None:
-                    pending.discard(task)  # declared dead: the step does not wait for it
-                    fail(task, err)
-                continue
-            pending.discard(task)
-            if err is None:
-                results[task] = res
-            else:
-                fail(task, as_op_error(err, f"RunGraph on task {task}"))
-        if not failures:
-            return results
-        task, err = min(failures, key=lambda f: (secondary(f[1]), failures.index(f)))
-        err = name_task(err, task)
-        if deadline is not None and task is not None and isinstance(err, errors.DeadlineExceededError):
-            err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
-                                               f"for the step to finish: {err.message}")
-        raise err
+        return TaskStep(self, plan, step_id, reqs, timeout_ms, rpc_deadline_s, _tracing()).wait()
 
     def _run_graph(self, task: str, req, step_id: int, timeout_s: float, plan: _StepPlan):
         """Calls RunGraph on `task`; traced, it is a "RunGraph" span whose context the call carries.

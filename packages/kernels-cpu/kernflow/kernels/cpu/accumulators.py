@@ -114,20 +114,23 @@ class Accumulator(BlockingResource):
             return self._drop()
         grad = prepare()
         with self._lock:
-            if local_step < self.global_step:
+            stale = local_step < self.global_step
+            if stale:
                 self.dropped += 1
-                telemetry.gradient_dropped(self.name)   # kernflow.accumulator.dropped_gradients
-                return False
-            self._add_locked(grad, node)
-            self.count += 1
-            finished = self._flush_locked()
+            else:
+                self._add_locked(grad, node)
+                self.count += 1
+                finished = self._flush_locked()
+        if stale:
+            telemetry.gradient_dropped(self.name)   # outside the lock (the SDK's work, if any)
+            return False
         self._complete(finished)
         return True
 
     def _drop(self) -> bool:
         with self._lock:
             self.dropped += 1
-        telemetry.gradient_dropped(self.name)
+        telemetry.gradient_dropped(self.name)   # kernflow.accumulator.dropped_gradients
         return False
 
     def take(self, n: int, step_ctx, done) -> None:
