@@ -164,3 +164,102 @@ def test_environment_switch_turns_onednn_off():
                                                                               "OMP_WAIT_POLICY")})
     assert off.stdout.split() == ["False", "None"], off.stderr
     assert on.stdout.split() == ["True", "PASSIVE"], on.stderr
+
+
+FUSED_CASES = [
+    # (input NHWC shape, filter shape, strides, padding, data_format, bias op)
+    ((4, 14, 14, 3), (5, 5, 3, 16), (1, 1), "SAME", "NHWC", "add"),
+    ((3, 13, 11, 4), (3, 3, 4, 6), (2, 2), "VALID", "NHWC", "bias_add"),
+    ((2, 9, 9, 4), (3, 3, 4, 5), (1, 1), "SAME", "NCHW", "bias_add"),
+]
+
+
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("xs,ws,st,pad,fmt,bias_op", FUSED_CASES)
+def test_fused_conv_bias_relu_matches_numpy_and_trains(xs, ws, st, pad, fmt, bias_op, relu):
+    """The remapper's `_FusedConv2D` (bias and relu as oneDNN post-ops) against its numpy path, with
+    the gradients of a loss on it (which read the fused output through ReluGrad and Shape)."""
+    rng = np.random.RandomState(5)
+    x = rng.randn(*xs).astype(np.float32)
+    if fmt == "NCHW":
+        x = x.transpose(0, 3, 1, 2).copy()
+    strides = [1, 1, *st] if fmt == "NCHW" else [1, *st, 1]
+
+    def build():
+        xp = kf.placeholder(kf.float32, [None] + list(x.shape[1:]), name="x")
+        w = kf.constant(rng.randn(*ws).astype(np.float32))
+        b = kf.constant(rng.randn(ws[-1]).astype(np.float32))
+        c = kf.nn.conv2d(xp, w, strides, pad, data_format=fmt)
+        h = kf.nn.bias_add(c, b, data_format=fmt) if bias_op == "bias_add" else c + b
+        if relu:
+            h = kf.nn.relu(h)
+        return [h] + kf.gradients(kf.reduce_sum(h * h), [xp, w, b])
+
+    g = kf.Graph()
+    with g.as_default():
+        fetches = build()
+    with kf.Session(graph=g) as s:
+        meta = kf.RunMetadata()
+        s.run(fetches, {"x:0": x}, options=kf.RunOptions(output_partition_graphs=True),
+              run_metadata=meta)
+    assert any(nd.op == "_FusedConv2D" for p in meta.partition_graphs for nd in p.node)
+    on, off = _both(build, {"x:0": x})
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+
+
+def test_fused_conv_relu_of_nan_is_zero_as_in_tf_fused_kernel():
+    # TF 2.21's oneDNN _FusedConv2D (what `relu(conv2d(x, w) + b)` runs in TF) gives 0 where the
+    # convolution is NaN; a separate Relu op keeps NaN. The fused oneDNN path does what TF does.
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    x[0, 0, 0, 0] = np.nan
+    g = kf.Graph()
+    with g.as_default():
+        xp = kf.placeholder(kf.float32, [None, 4, 4, 1])
+        y = kf.nn.relu(kf.nn.conv2d(xp, np.ones((1, 1, 1, 2), np.float32), [1, 1, 1, 1], "SAME")
+                       + np.zeros(2, np.float32))
+    with kf.Session(graph=g) as s:
+        out = s.run(y, {xp: x})
+    np.testing.assert_array_equal(out[0, 0, 0], [0.0, 0.0])
+
+
+def test_fused_conv_rejects_a_bias_of_the_wrong_size():
+    from kernflow.core.framework.op_def_library import apply_op
+    g = kf.Graph()
+    with g.as_default():
+        y = apply_op("_FusedConv2D", [np.ones((1, 3, 3, 2), np.float32), np.ones((1, 1, 2, 4), np.float32),
+                                      [np.ones(3, np.float32)]],
+                     {"strides": [1, 1, 1, 1], "padding": "VALID", "fused_ops": ["BiasAdd", "Relu"]},
+                     name="fused")
+    with kf.Session(graph=g) as s:
+        with pytest.raises(kf.errors.InvalidArgumentError, match=r"_FusedConv2D fused: bias .* 4 output "
+                                                                 r"channels, got shape \[3\]"):
+            s.run(y)
+
+
+def test_relu_grad_keeps_tf_arithmetic_for_special_values():
+    """oneDNN's ReluGrad (one JIT pass) is exactly numpy's g * (y > 0): NaN features take no
+    gradient, NaN/inf gradients where y <= 0 give NaN (TF multiplies), denormal y > 0 passes."""
+    rng = np.random.RandomState(6)
+    n = 1 << 16
+    y = np.maximum(rng.randn(n), 0).astype(np.float32)
+    g = rng.randn(n).astype(np.float32)
+    specials_y = [np.nan, 0.0, 1e-45, 1e-40, np.inf, 0.0, 0.0, 1.0, -0.0, np.nan]
+    specials_g = [1.0, np.nan, 2.0, 3.0, 4.0, np.inf, -np.inf, np.nan, 5.0, np.nan]
+    y[:10], g[:10] = specials_y, specials_g
+    with np.errstate(invalid="ignore"):
+        want = g * (y > 0)
+    got = onednn.relu_grad(g, y)
+    assert got is not None
+    np.testing.assert_array_equal(got, want)
+    assert onednn.relu_grad(g[:100], y[:100]) is None          # small: numpy's
+    assert onednn.relu_grad(g.astype(np.float64), y.astype(np.float64)) is None
+
+    def build():
+        yp = kf.placeholder(kf.float32, [n], name="x")
+        from kernflow.core.framework.op_def_library import apply_op
+        return apply_op("ReluGrad", [kf.constant(g), yp], {}).outputs[0]
+
+    on, off = _both(build, {"x:0": y})
+    np.testing.assert_array_equal(on, off)
+    np.testing.assert_array_equal(on, want)

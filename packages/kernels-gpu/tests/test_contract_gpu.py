@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 
 # Ops with no GPU kernel, by design (see CPU_ONLY_FAMILIES and CPU_ONLY_OPS in
 # kernflow/kernels/gpu/kernels.py).
-CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename"} \
+CPU_ONLY = {"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename", "_FusedConv2D"} \
     | HOST_ONLY_OPS   # queues and accumulators hold host tensors, as in TF
 
 

@@ -28,7 +28,7 @@ from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
-from kernflow.core.runtime import fusion
+from kernflow.core.runtime import fusion, remapper
 from kernflow.core.runtime.cost_graph import merge_cost_graph
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
@@ -455,8 +455,9 @@ class Master:
             feeds, fetches, targets = sig
             placed = self._placed(s)
             pruned = prune(placed, feeds, fetches, targets, client_device=s.client_device)
-            pruned = fusion.fuse_elementwise(pruned, s.by_name, self._kernels,
-                                             fusion.jit_level(s.config))
+            level = fusion.jit_level(s.config)
+            pruned = remapper.remap(pruned, s.by_name, self._kernels, level)
+            pruned = fusion.fuse_elementwise(pruned, s.by_name, self._kernels, level)
             graphs, routes = step_routes.route(group_by_task(partition(pruned, s.incarnations)),
                                                task_of(s.client_device), pull, s.incarnations)
             tasks = sorted(graphs, key=task_sort_key)

@@ -11,6 +11,7 @@ from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import tensor_shape as _ts
 from kernflow.core.framework import tensor_util
 from kernflow.core.framework.op_def_library import apply_op
+from kernflow.core.framework.gradient_registry import NotDifferentiable
 from kernflow.core.framework.op_def_registry import register_op
 
 __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_transpose",
@@ -162,6 +163,22 @@ register_op("Conv2D", inputs=["input: T", "filter: T"], outputs=["output: T"], a
             shape_fn=_conv2d_shape,
             doc="2-D convolution (cross-correlation) of a 4-D `input` with a "
                 "[filter_height, filter_width, in_channels, out_channels] `filter`.")
+
+
+# TF's internal op of the same name (made by Grappler's remapper; here by
+# kernflow.core.runtime.remapper): Conv2D followed by the `fused_ops` (BiasAdd, then optionally
+# Relu) over `args` (the bias).
+register_op("_FusedConv2D", inputs=["input: T", "filter: T", "args: num_args * T"], outputs=["output: T"],
+            attrs=["T: {half, float, double}", "num_args: int >= 0", "strides: list(int)",
+                   "padding: {'SAME', 'VALID', 'EXPLICIT'}", "explicit_paddings: list(int) = []",
+                   "data_format: {'NHWC', 'NCHW'} = 'NHWC'", "dilations: list(int) = [1, 1, 1, 1]",
+                   "use_cudnn_on_gpu: bool = true", "fused_ops: list(string) = []",
+                   "epsilon: float = 0.0001"],
+            shape_fn=_conv2d_shape,
+            doc="Conv2D followed by `fused_ops` (['BiasAdd'] or ['BiasAdd', 'Relu']) applied with "
+                "`args` (the bias), in one kernel. Made by the remapper pass after the gradients "
+                "are built.")
+NotDifferentiable("_FusedConv2D")
 register_op("Conv2DBackpropInput", inputs=["input_sizes: int32", "filter: T", "out_backprop: T"],
             outputs=["output: T"], attrs=_CONV_ATTRS, shape_fn=_backprop_input_shape,
             doc="Gradient of Conv2D with respect to its input, whose shape is `input_sizes`.")

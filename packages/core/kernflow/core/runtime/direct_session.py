@@ -14,7 +14,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
-from kernflow.core.runtime import fusion
+from kernflow.core.runtime import fusion, remapper
 from kernflow.core.runtime import replay as _replay
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
@@ -151,6 +151,7 @@ class DirectSession:
             placed_full = self._placed_graph_def()
             placed = prune(placed_full, feeds, fetches, targets, client_device=self.client_device)
             _move_args_to_consumers(placed, self.client_device)
+            placed = remapper.remap(placed, self._by_name, self._kernels, self._jit_level)
             placed = fusion.fuse_elementwise(placed, self._by_name, self._kernels, self._jit_level)
             parts = partition(placed, {d.name: d.incarnation for d in self.devices})
             parts = {n: p for n, p in parts.items() if len(p.node)}

@@ -68,6 +68,10 @@ def _leaky_relu(ctx):
 
 
 def _relu_grad(g, f):
+    if type(g) is np.ndarray and type(f) is np.ndarray:
+        dx = onednn.relu_grad(g, f)     # one pass instead of numpy's two (1.25M floats: 0.87 -> 0.54 ms)
+        if dx is not None:
+            return dx
     return g * (f > 0)
 
 
@@ -78,6 +82,10 @@ def _relu_inplace(x):
 
 
 def _relu_grad_inplace(g, f):
+    if type(f) is np.ndarray:
+        dx = onednn.relu_grad(g, f)
+        if dx is not None:
+            return dx
     try:
         return np.multiply(g, f > 0, out=g)
     except (TypeError, ValueError):
@@ -360,6 +368,43 @@ def _conv2d(ctx):
     return compute
 
 
+def _fused_conv2d(ctx):
+    """`_FusedConv2D` (made by the remapper pass, kernflow.core.runtime.remapper): Conv2D, then
+    BiasAdd, then optionally Relu, as one oneDNN primitive (bias and relu as post-ops) when it can,
+    else the three steps in numpy."""
+    nchw, strides, dil, padding, pads = _conv_setup(ctx)
+    fused = list(ctx.get_attr("fused_ops"))
+    if fused not in (["BiasAdd"], ["BiasAdd", "Relu"]):
+        raise errors.UnimplementedError(None, None, f"_FusedConv2D {ctx.name}: fused_ops {fused} is not "
+                                        f"supported (BiasAdd, optionally followed by Relu)")
+    relu = len(fused) == 2
+
+    def compute(x, w, *args):
+        if len(args) != 1:
+            raise _error(ctx, f"expects 1 argument (the bias) for fused_ops {fused}, got {len(args)}")
+        bias = args[0]
+        if x.ndim != 4:
+            raise _error(ctx, f"input must be 4-dimensional: {_shape_str(x.shape)}")
+        if nchw:
+            x = x.transpose(0, 2, 3, 1)
+        n, h, wd, c = x.shape
+        _check_filter(ctx, c, w)
+        kh, kw, _, o = w.shape
+        if bias.shape != (o,):
+            raise _error(ctx, f"bias must be a vector of the filter's {o} output channels, got shape "
+                              f"{_shape_str(bias.shape)}")
+        oh, ow, pad4 = _geometry(ctx, h, wd, kh, kw, strides, dil, padding, pads)
+        y = _dnnl(onednn.conv_forward, x, w, (n, oh, ow, o), True, strides, dil, *_spatial_pads(pad4),
+                  bias, relu)
+        if y is None:
+            y = _numpy_conv2d(x, w, oh, ow, pad4, strides, dil, padding)
+            np.add(y, bias, out=y)
+            if relu:
+                relu_into(y, y)
+        return y.transpose(0, 3, 1, 2) if nchw else y
+    return compute
+
+
 def _numpy_conv2d(x, w, oh, ow, pad4, strides, dil, padding):
     """NHWC conv2d in numpy: one matmul for 1x1 filters, else im2col + a matmul per batch chunk."""
     n, _, _, c = x.shape
@@ -457,6 +502,10 @@ def _big(n):
 def _conv2d_expensive(inputs):
     x, w = inputs
     return _big(x.size * (w.size // max(w.shape[2], 1) if w.ndim == 4 else 1))
+
+
+def _fused_conv2d_expensive(inputs):
+    return _conv2d_expensive(inputs[:2])
 
 
 def _conv2d_backprop_input_expensive(inputs):
@@ -743,6 +792,7 @@ def register(registry, device=DEVICE):
         registry.register(op, device, fn)
     registry.register("SparseSoftmaxCrossEntropyWithLogits", device, _sparse_xent, fresh=True)
     registry.register("Conv2D", device, _conv2d, expensive=_conv2d_expensive)
+    registry.register("_FusedConv2D", device, _fused_conv2d, expensive=_fused_conv2d_expensive)
     registry.register("Conv2DBackpropInput", device, _conv2d_backprop_input,
                       expensive=_conv2d_backprop_input_expensive, host_memory=("input_sizes",))
     registry.register("Conv2DBackpropFilter", device, _conv2d_backprop_filter,

@@ -1,4 +1,5 @@
-"""oneDNN convolutions and max pooling for the CPU kernels, over oneDNN's C API (ctypes).
+"""oneDNN convolutions (with fused bias and relu), max pooling and ReluGrad for the CPU kernels, over
+oneDNN's C API (ctypes).
 
 TensorFlow's CPU convolutions are oneDNN's; numpy has no convolution, and im2col + one GEMM moves the
 whole window matrix through memory on every call. When the `onednn-cpu-gomp` wheel is installed (a
@@ -43,10 +44,14 @@ _FWD_INFERENCE = 96
 _CONV_DIRECT = 0x1
 _POOL_MAX = 0x1ff
 _SCRATCHPAD_USER = 1
+_ELTWISE_RELU, _ELTWISE_LINEAR, _ELTWISE_CLIP = 0x20, 0x26, 0x2e
+_BINARY_MUL, _BINARY_MAX = 0x1fff1, 0x1fff2
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS = 129, 130, 131, 132
 _Q_WORKSPACE, _Q_SCRATCHPAD = 135, 136
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_WORKSPACE, ARG_SCRATCHPAD = 1, 17, 33, 64, 80
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
+ARG_SRC_1, ARG_BIAS = 2, 41
+_ARG_POST_OP_BASE = 32768
 _CACHE_SIZE = 256
 
 
@@ -106,6 +111,29 @@ class _Library:
             self.call("memory_desc_create_with_strides", C.byref(md), len(dims), _dims(dims), _F32,
                       _dims(strides))
         return _MemDesc(self, md, owned=True)
+
+    def attr_with_post_ops(self, post_ops) -> _P:
+        """A new primitive attr (user scratchpad) with `post_ops`: ("eltwise", alg, alpha, beta) or
+        ("binary", alg, memory descriptor) in order. The caller destroys it once the primitive
+        descriptor is made (the descriptor keeps a copy)."""
+        attr, po = _P(), _P()
+        self.call("primitive_attr_create", C.byref(attr))
+        try:
+            self.call("primitive_attr_set_scratchpad_mode", attr, _SCRATCHPAD_USER)
+            self.call("post_ops_create", C.byref(po))
+            try:
+                for kind, alg, *rest in post_ops:
+                    if kind == "eltwise":
+                        self.call("post_ops_append_eltwise", po, alg, C.c_float(rest[0]), C.c_float(rest[1]))
+                    else:
+                        self.call("post_ops_append_binary", po, alg, rest[0].handle)
+                self.call("primitive_attr_set_post_ops", attr, po)
+            finally:
+                self.lib.dnnl_post_ops_destroy(po)
+        except OneDNNError:
+            self.lib.dnnl_primitive_attr_destroy(attr)
+            raise
+        return attr
 
     def query(self, pd: _P, what: int) -> "_MemDesc":
         return _MemDesc(self, _P(self.lib.dnnl_primitive_desc_query_md(pd, what, 0)), owned=False)
@@ -269,8 +297,9 @@ class _Conv:
     """The three convolution primitives of one geometry plus the filter reorders they need."""
 
     def __init__(self, lib, kind, x_shape, x_strides, w_shape, y_shape, y_strides, channels_last,
-                 strides, dilations, pad_l, pad_r):
+                 strides, dilations, pad_l, pad_r, bias=False, relu=False):
         self.lib = lib
+        self.b_md = lib.md([w_shape[-1]], [1]) if bias else None
         self.x_md = _act_md(lib, x_shape, x_strides, channels_last)
         self.y_md = _act_md(lib, y_shape, y_strides, channels_last)
         self.w_md = _filter_md(lib, w_shape, _contiguous_strides(w_shape))
@@ -278,9 +307,15 @@ class _Conv:
         s, d = _dims(strides), _dims([k - 1 for k in dilations])
         pl, pr = _dims(pad_l), _dims(pad_r)
         fwd = _P()
-        lib.call("convolution_forward_primitive_desc_create", C.byref(fwd), lib.engine,
-                 _FWD_INFERENCE if kind == "fwd" else _FWD_TRAINING, _CONV_DIRECT, self.x_md.handle,
-                 w_any.handle, None, self.y_md.handle, s, d, pl, pr, lib.attr)
+        attr = lib.attr_with_post_ops([("eltwise", _ELTWISE_RELU, 0.0, 0.0)]) if relu else lib.attr
+        try:
+            lib.call("convolution_forward_primitive_desc_create", C.byref(fwd), lib.engine,
+                     _FWD_INFERENCE if kind == "fwd" else _FWD_TRAINING, _CONV_DIRECT, self.x_md.handle,
+                     w_any.handle, self.b_md.handle if bias else None, self.y_md.handle, s, d, pl, pr,
+                     attr)
+        finally:
+            if relu:
+                lib.lib.dnnl_primitive_attr_destroy(attr)
         if kind == "fwd":
             pd = fwd
         else:
@@ -306,12 +341,13 @@ class _Conv:
         self.wi_size = self.wi_md.nbytes // 4
 
 
-def _conv_prim(kind, x, w_shape, y, channels_last, strides, dilations, pad_l, pad_r) -> _Conv:
+def _conv_prim(kind, x, w_shape, y, channels_last, strides, dilations, pad_l, pad_r, bias=False,
+               relu=False) -> _Conv:
     lib = library()
     key = (kind, x.shape, x.strides, tuple(w_shape), y.shape, y.strides, channels_last, tuple(strides),
-           tuple(dilations), tuple(pad_l), tuple(pad_r))
+           tuple(dilations), tuple(pad_l), tuple(pad_r), bias, relu)
     return _cached(key, lambda: _Conv(lib, kind, x.shape, x.strides, w_shape, y.shape, y.strides,
-                                      channels_last, strides, dilations, pad_l, pad_r))
+                                      channels_last, strides, dilations, pad_l, pad_r, bias, relu))
 
 
 def _filter_in_primitive_layout(c: _Conv, w):
@@ -320,15 +356,28 @@ def _filter_in_primitive_layout(c: _Conv, w):
     return wi
 
 
-def conv_forward(x, w, out_shape, channels_last, strides, dilations, pad_l, pad_r):
-    """y = conv(x, w); x in the caller's layout, w TF's [spatial..., in, out]; None if not usable."""
-    if library() is None or not _usable(x, w):
+def conv_forward(x, w, out_shape, channels_last, strides, dilations, pad_l, pad_r, bias=None,
+                 relu=False):
+    """y = conv(x, w) (+ bias) (then relu); x in the caller's layout, w TF's [spatial..., in, out],
+    bias a vector of w's output channels; None if not usable.
+
+    The relu is oneDNN's post-op, which (as in TF's own fused kernel, _FusedConv2D on oneDNN) turns
+    NaN into 0 where a separate Relu keeps it."""
+    if library() is None or not _usable(x, w) or (bias is not None and not _usable(bias)):
         return None
     w = np.ascontiguousarray(w)
+    if bias is not None:
+        bias = np.ascontiguousarray(bias)
+        if bias.shape != (w.shape[-1],):
+            return None
     y = np.empty(out_shape, dtype=np.float32)
-    c = _conv_prim("fwd", x, w.shape, y, channels_last, strides, dilations, pad_l, pad_r)
+    c = _conv_prim("fwd", x, w.shape, y, channels_last, strides, dilations, pad_l, pad_r,
+                   bias is not None, relu)
     wi = _filter_in_primitive_layout(c, w)
-    c.prim.run([(ARG_SRC, c.x_md, x), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DST, c.y_md, y)])
+    args = [(ARG_SRC, c.x_md, x), (ARG_WEIGHTS, c.wi_md, wi), (ARG_DST, c.y_md, y)]
+    if bias is not None:
+        args.append((ARG_BIAS, c.b_md, bias))
+    c.prim.run(args)
     return y
 
 
@@ -452,3 +501,46 @@ def max_pool_grad(x, y, g, ksize, strides, pads):
     dx = np.empty(x.shape, dtype=np.float32)
     p.bwd.run([(ARG_DIFF_DST, p.g_md, g), (ARG_WORKSPACE, p.ws_md, ws), (ARG_DIFF_SRC, p.dx_md, dx)])
     return dx
+
+
+# Elements below which ReluGrad stays in numpy (a primitive call costs ~20 us of Python).
+_RELU_GRAD_MIN = 1 << 15
+
+
+class _ReluGrad:
+    """g * (y > 0) of n contiguous float32 elements, one JIT pass: max(y, 0) * 2**100 * 2**100,
+    clipped to [0, 1], times g. The mask is exactly numpy's (y > 0) as 0.0/1.0: NaN gives 0 (max
+    returns the 0 operand), the smallest denormal reaches 2**51 before the clip; and multiplying by
+    it keeps TF's arithmetic (a NaN or inf gradient where y <= 0 gives NaN, as TF's ReluGrad)."""
+
+    def __init__(self, lib, n):
+        self.md = lib.md([n], [1])
+        self.zero_md = lib.md([1], [1])
+        attr = lib.attr_with_post_ops([("eltwise", _ELTWISE_LINEAR, 2.0 ** 100, 0.0),
+                                       ("eltwise", _ELTWISE_LINEAR, 2.0 ** 100, 0.0),
+                                       ("eltwise", _ELTWISE_CLIP, 0.0, 1.0),
+                                       ("binary", _BINARY_MUL, self.md)])
+        pd = _P()
+        try:
+            lib.call("binary_primitive_desc_create", C.byref(pd), lib.engine, _BINARY_MAX, self.md.handle,
+                     self.zero_md.handle, self.md.handle, attr)
+        finally:
+            lib.lib.dnnl_primitive_attr_destroy(attr)
+        self.prim = _Primitive(lib, pd)
+
+
+_ZERO = np.zeros(1, dtype=np.float32)
+
+
+def relu_grad(g, y):
+    """TF's ReluGrad, g * (y > 0), of same-shaped contiguous float32 arrays; None to use numpy."""
+    if library() is None or g.size < _RELU_GRAD_MIN or g.shape != y.shape \
+            or g.dtype != np.float32 or y.dtype != np.float32 \
+            or not (g.flags.c_contiguous and y.flags.c_contiguous):
+        return None
+    lib = library()
+    p = _cached(("relu_grad", g.size), lambda: _ReluGrad(lib, g.size))
+    out = np.empty(g.shape, dtype=np.float32)
+    p.prim.run([(ARG_SRC, p.md, y), (ARG_SRC_1, p.zero_md, _ZERO), (ARG_DST, p.md, out),
+                (_ARG_POST_OP_BASE * 4 | ARG_SRC_1, p.md, g)])
+    return out

@@ -46,9 +46,10 @@ INT32_HOST_FAMILIES = GENERIC_FAMILIES + ("segment",)
 HOST_FAMILIES = ("random",)
 # Checkpoint I/O needs the file system: placement keeps it on the CPU.
 CPU_ONLY_FAMILIES = ("io",)
-# Ops of the families above left without a GPU kernel (none at present). The GPU contract test
-# lists them too, so one landing must change both.
-CPU_ONLY_OPS = frozenset()
+# Ops of the families above left without a GPU kernel. The GPU contract test lists them too, so one
+# landing must change both. `_FusedConv2D` is the remapper's CPU fusion (oneDNN post-ops); without a
+# GPU kernel the pass leaves GPU convolutions to the GPU's own Conv2D.
+CPU_ONLY_OPS = frozenset({"_FusedConv2D"})
 # Input args kept in host memory (by name) for every GPU kernel that has them.
 HOST_ARGS = frozenset({
     "constant_values", "reduction_indices", "dimension", "axis", "shape", "dims", "dim", "begin", "end", "strides",
