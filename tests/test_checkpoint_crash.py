@@ -136,6 +136,12 @@ def test_sigkill_during_saves_never_corrupts_the_latest_checkpoint(tmp_path):
             for p in state.all_model_checkpoint_paths:
                 assert cf.bundle_exists(p), f"{where}: the state file lists missing {p}"
             _check_every_checkpoint_on_disk(d)
+            # Each save first removes what killed saves left: only the last child's can remain.
+            left = [f for f in os.listdir(d) if cf.TEMP_MARKER in f]
+            assert len(left) <= 3, f"{where}: temporary files pile up: {left}"
+    # Every writer is dead now: a save (here the scan it starts with) removes all their leftovers.
+    cf.remove_stale_files(d, force=True)
+    assert not [f for f in os.listdir(d) if cf.TEMP_MARKER in f], os.listdir(d)
     assert restored_rounds >= ROUNDS - 3, f"seed {seed}: only {restored_rounds} rounds had a checkpoint"
     assert last_step > ROUNDS, f"seed {seed}: only {last_step} saves in {ROUNDS} rounds"
     assert time.monotonic() - t_start < 60

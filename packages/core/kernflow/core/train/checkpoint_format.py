@@ -9,6 +9,9 @@ ever pickled. docs/checkpoint_format.md is the normative description.
 
 Writes are atomic: the data file and the index are written under temporary names in the target
 directory, fsync'ed, then renamed, the index last; a checkpoint exists only once its index does.
+A temporary name carries its writer's host and process id (``P.index.tempstate-HOST-PID-TOKEN``):
+a save killed midway leaves them behind, and every later save into the directory removes those
+whose writer is dead (`remove_stale_files`), so repeated crashes do not fill the disk.
 
 Example::
 
@@ -26,7 +29,10 @@ import errno
 import glob
 import os
 import secrets
+import socket
 import struct
+import threading
+import time
 
 import google_crc32c
 import numpy as np
@@ -39,7 +45,7 @@ from kernflow.core.protobuf import tensor_shape_pb2
 __all__ = ["INDEX_MAGIC", "DATA_MAGIC", "FILE_VERSION", "ENCODING_VERSION", "ALIGNMENT",
            "index_filename", "data_filename", "data_file_pattern", "crc32c", "BundleWriter",
            "BundleReader", "write_bundle", "merge_bundles", "delete_bundle", "bundle_exists",
-           "atomic_write_bytes", "fsync_directory", "os_error"]
+           "atomic_write_bytes", "fsync_directory", "os_error", "remove_stale_files"]
 
 INDEX_MAGIC = b"KFCKPTIX"
 DATA_MAGIC = b"KFCKPTDT"
@@ -104,8 +110,84 @@ def fsync_directory(path: str) -> None:
         os.close(fd)
 
 
+_HOST = socket.gethostname().replace("-", "_") or "host"
+# A temporary file of an unknown or remote writer, and a data file without its index, count as
+# left behind once untouched for this long (a live save renames its data file and then its index
+# within microseconds, and writes its temporary files continuously).
+STALE_AFTER_S = 600.0
+_SCAN_INTERVAL_S = 30.0
+_scanned: dict[str, float] = {}
+_scan_lock = threading.Lock()
+
+
 def _temp_name(path: str) -> str:
-    return f"{path}{TEMP_MARKER}{secrets.token_hex(8)}"
+    return f"{path}{TEMP_MARKER}-{_HOST}-{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # EPERM: it exists (another user's)
+        return True
+    return True
+
+
+def _temp_writer_dead(name: str, ctime: float, now: float) -> bool:
+    """Whether the temporary file `name` (a base name holding TEMP_MARKER) was left by a writer
+    that is gone: a dead process of this host, else (another host's, or an older kernflow's name
+    without a writer) untouched for STALE_AFTER_S."""
+    tail = name.rsplit(TEMP_MARKER, 1)[1]
+    parts = tail.split("-")
+    if len(parts) == 4 and parts[0] == "" and parts[1] == _HOST and parts[2].isdigit():
+        pid = int(parts[2])
+        return pid != os.getpid() and not _pid_alive(pid)
+    return now - ctime > STALE_AFTER_S
+
+
+def remove_stale_files(directory: str, force: bool = False) -> list[str]:
+    """Removes what killed saves left in `directory`; returns the removed paths.
+
+    Removed: temporary files (``*.tempstate*``) whose writer is dead (`_temp_writer_dead`), and data
+    files (``*.data-*-of-*``) without their index that were untouched for STALE_AFTER_S (a save
+    killed between renaming its data file and its index). Checkpoints (an index and its data) are
+    never touched. A directory is scanned at most every _SCAN_INTERVAL_S per process unless `force`.
+    """
+    directory = directory or "."
+    now = time.time()
+    key = os.path.abspath(directory)
+    with _scan_lock:
+        if not force and now - _scanned.get(key, 0.0) < _SCAN_INTERVAL_S:
+            return []
+        _scanned[key] = now
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    names = {e.name for e in entries}
+    for e in entries:
+        try:
+            if not e.is_file(follow_symlinks=False):
+                continue
+            ctime = e.stat(follow_symlinks=False).st_ctime
+        except OSError:
+            continue
+        name = e.name
+        stale = False
+        if TEMP_MARKER in name:
+            stale = _temp_writer_dead(name, ctime, now)
+        elif ".data-" in name and "-of-" in name:
+            prefix = name.split(".data-", 1)[0]
+            stale = prefix + ".index" not in names and now - ctime > STALE_AFTER_S
+        if stale:
+            try:
+                os.remove(e.path)
+                removed.append(e.path)
+            except OSError:
+                pass
+    return removed
 
 
 def _remove_quietly(path: str) -> None:
@@ -187,6 +269,7 @@ class BundleWriter:
         try:
             if self._dir:
                 os.makedirs(self._dir, exist_ok=True)
+            remove_stale_files(self._dir)
             self._data_final = data_filename(self._prefix, 0, 1)
             self._data_tmp = _temp_name(self._data_final)
             self._file_id = os.urandom(16)
