@@ -10,15 +10,13 @@ import weakref
 import numpy as np
 
 from kernflow.core.framework import errors
-from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
-from kernflow.core.runtime import fusion, remapper
+from kernflow.core.runtime import fusion
 from kernflow.core.runtime import replay as _replay
-from kernflow.core.runtime.partition import partition
-from kernflow.core.runtime.placer import PlacementOptions, place
-from kernflow.core.runtime.prune import prune
+from kernflow.core.runtime.graph_execution_state import GraphExecutionState
+from kernflow.core.runtime.placer import PlacementOptions
 from kernflow.core.runtime.rendezvous import LocalRendezvous
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 
@@ -93,14 +91,12 @@ class DirectSession:
         self._kernel_cache: dict = {}
         self._graph_def = None
         self._gd_version = 0
-        self._placed = None
-        self._placed_version = -1
-        self._stateful_devices: dict[str, str] = {}
         self.cost_model = _cost.CostModel()
         self._closed = False
         self._inflight: set = set()   # rendezvous of running dataflow steps (cancelled by close)
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self._jit_level = fusion.jit_level(config)
+        self._state = GraphExecutionState(self._kernels, self._jit_level)
         self._placement = PlacementOptions(
             allow_soft_placement=bool(config and config.allow_soft_placement),
             log_device_placement=bool(config and config.log_device_placement),
@@ -121,26 +117,14 @@ class DirectSession:
         return self._graph_def
 
     def _placed_graph_def(self):
-        """The whole graph, placed once per graph version (TF's GraphExecutionState).
+        """The whole graph, placed once per graph version (`GraphExecutionState.placed`).
 
         Placing the full graph rather than each pruned step keeps every step's view of a node on
         the same device; stateful nodes (variables) additionally keep their device when the graph
         grows and is placed again.
         """
         gd = self._current_graph_def()
-        if self._placed is None or self._placed_version != self._gd_version:
-            pinned = type(gd)()
-            pinned.CopyFrom(gd)
-            for nd in pinned.node:
-                dev = self._stateful_devices.get(nd.name)
-                if dev is not None:
-                    nd.device = dev
-            self._placed = place(pinned, self.devices, self._kernels, self._placement)
-            self._placed_version = self._gd_version
-            for nd in self._placed.node:
-                if op_def_registry.get(nd.op).stateful:
-                    self._stateful_devices.setdefault(nd.name, nd.device)
-        return self._placed
+        return self._state.placed(gd, self.devices, self._placement, key=self._gd_version)
 
     def _build(self, key):
         feeds, fetches, targets = key
@@ -148,12 +132,10 @@ class DirectSession:
             step = self._steps.get(key)
             if step is not None:
                 return step
-            placed_full = self._placed_graph_def()
-            placed = prune(placed_full, feeds, fetches, targets, client_device=self.client_device)
-            _move_args_to_consumers(placed, self.client_device)
-            placed = remapper.remap(placed, self._by_name, self._kernels, self._jit_level)
-            placed = fusion.fuse_elementwise(placed, self._by_name, self._kernels, self._jit_level)
-            parts = partition(placed, {d.name: d.incarnation for d in self.devices})
+            _, parts = self._state.step(self._placed_graph_def(), feeds, fetches, targets,
+                                        self.client_device, self._by_name,
+                                        {d.name: d.incarnation for d in self.devices},
+                                        arg_policy=_move_args_to_consumers)
             parts = {n: p for n, p in parts.items() if len(p.node)}
             if not parts:
                 from kernflow.core.protobuf import graph_pb2
