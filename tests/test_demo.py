@@ -1,7 +1,9 @@
 """The README's main job: `kernflow demo` trains the digits MLP to >= 96% and resumes from its
-checkpoint; the convnet example reaches >= 97%. ``--device`` pins the model to the CPU or the GPU."""
+checkpoint; the convnet example reaches >= 97%. ``--device`` pins the model to the CPU or the GPU.
+Bad options and unreachable targets end in one line and a non-zero status, never a traceback."""
 
 import re
+import socket
 import subprocess
 import sys
 
@@ -135,3 +137,75 @@ def test_demo_logdir_options(tmp_path):
     scalars, _, graphs = _summaries(tmp_path / "tb" / "convnet")
     assert set(scalars) == {"train/loss", "train/accuracy", "train/epoch_loss", "test/accuracy"}
     assert graphs == 1
+
+
+def _error_line(r, status):
+    """The one-line error `r` ended in (its last stderr line), checking the status and no traceback."""
+    assert r.returncode == status, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.stderr.strip().splitlines()[-1]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_plugin_optimizer_from_the_command_line(tmp_path):
+    # ExampleSignSGD: registered by tests/plugins/kernflow-example-plugin through its entry point.
+    out = _demo(tmp_path, "--optimizer", "plugin:ExampleSignSGD", "--learning-rate", "0.001",
+                "--epochs", "1", "--no-logdir")
+    assert _accuracy(out) >= 50.0, out
+
+
+def test_an_unknown_plugin_optimizer_is_named_in_one_line(tmp_path):
+    line = _error_line(_run(tmp_path, "--optimizer", "plugin:NoSuchOpt"), 2)
+    assert line.startswith("kernflow demo: --optimizer plugin:NoSuchOpt: no optimizer named 'NoSuchOpt'; "
+                           "registered: "), line
+    assert "'ExampleSignSGD'" in line and "'Momentum'" in line
+    assert not (tmp_path / "mlp").exists()
+
+
+@pytest.mark.parametrize("option, value, expected", [
+    ("--batch-size", "0", "expected an integer >= 1, got '0'"),
+    ("--epochs", "-1", "expected an integer >= 0, got '-1'"),
+    ("--learning-rate", "0", "expected a number > 0, got '0'"),
+    ("--optimizer", "lbfgs", "invalid choice 'lbfgs' (choose from adagrad, adam, momentum, rmsprop, sgd "
+                             "or plugin:NAME)"),
+])
+def test_bad_option_values_are_one_line_usage_errors(tmp_path, option, value, expected):
+    line = _error_line(_run(tmp_path, option, value), 2)
+    assert line == f"kernflow demo: error: argument {option}: {expected}"
+
+
+def test_demo_options_have_help_texts():
+    import argparse
+
+    from kernflow.core import demo
+    parser = argparse.ArgumentParser()
+    demo.configure(parser)
+    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert len(options) > 15
+    assert [a.option_strings[0] for a in options if not a.help] == []
+
+
+def test_resume_without_a_checkpoint_says_so_and_starts_over(tmp_path):
+    r = _run(tmp_path, "--resume", "--epochs", "1", "--no-logdir")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"kernflow demo: --resume: no checkpoint in {tmp_path / 'mlp'}; training from scratch" in r.stderr
+    assert "epoch   1 " in r.stdout and "resumed from" not in r.stdout
+
+
+@pytest.mark.parametrize("target, words", [
+    ("nosuch://host:1", "Session target 'nosuch://host:1': no session factory serves nosuch://"),
+    ("grpc://127.0.0.1:{port}", "master at 127.0.0.1:{port} is unavailable"),
+    ("etcd://127.0.0.1:{port}/c1", "etcd at 127.0.0.1:{port} is unavailable"),
+])
+def test_a_bad_or_unreachable_target_is_one_line(tmp_path, target, words):
+    port = _free_port()   # nothing listens there
+    r = subprocess.run([sys.executable, "-m", "kernflow.core.cli", "demo", "--no-progress",
+                        "--checkpoint-dir", str(tmp_path), "--target", target.format(port=port)],
+                       capture_output=True, text=True, timeout=60)
+    line = _error_line(r, 1)
+    assert line.startswith("kernflow demo: ") and words.format(port=port) in line, line

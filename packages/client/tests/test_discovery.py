@@ -47,7 +47,8 @@ def _dead_endpoint():
 def test_targets_keys_and_task_names():
     assert discovery.parse_etcd_target("etcd://127.0.0.1:2379/prod") == ("127.0.0.1:2379", "prod")
     assert discovery.parse_etcd_target("etcd://h:1/c/") == ("h:1", "c")
-    assert discovery.parse_etcd_target("etcd://h:1") == ("h:1", discovery.DEFAULT_CLUSTER)
+    assert discovery.parse_etcd_target("etcd://h:1") == ("h:1", "local")
+    assert discovery.DEFAULT_CLUSTER == "local"   # the name `kernflow cluster up` uses too
     for bad in ("grpc://h:1/c", "etcd:///c", "etcd://h:x/c", "etcd://h:1/a b"):
         with pytest.raises(errors.InvalidArgumentError):
             discovery.parse_etcd_target(bad)
@@ -206,6 +207,20 @@ def test_plugin_registers_etcd_scheme_and_cluster_command():
 def test_session_without_a_registered_master(etcd):
     with pytest.raises(errors.UnavailableError, match="no master of cluster 'nomaster'"):
         kf.Session(f"etcd://{etcd.address}/nomaster")
+
+
+def test_a_bare_etcd_target_means_local_and_falls_back_to_the_legacy_default(etcd, cleanup):
+    bare = f"etcd://{etcd.address}"
+    neither = "no master of cluster 'local' nor of cluster 'default'"
+    with pytest.raises(errors.UnavailableError, match=neither):
+        discovery.resolve_master_target(bare)
+    cleanup(discovery.master_registration(etcd.address, "default", "127.0.0.1:1001", ttl_s=2).start())
+    assert discovery.resolve_master_target(bare) == "grpc://127.0.0.1:1001"
+    with pytest.raises(errors.UnavailableError, match="no master of cluster 'local' is registered"):
+        discovery.resolve_master_target(bare + "/local")   # a named cluster never falls back
+    cleanup(discovery.master_registration(etcd.address, "local", "127.0.0.1:1002", ttl_s=2).start())
+    assert discovery.resolve_master_target(bare) == "grpc://127.0.0.1:1002"
+    assert discovery.resolve_master_target(bare + "/") == "grpc://127.0.0.1:1002"
 
 
 def test_etcd_session_finds_the_registered_master(etcd, fake_master, cleanup):

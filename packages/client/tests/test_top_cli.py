@@ -15,7 +15,7 @@ from kernflow.core.framework import errors
 def test_resolve_target_from_each_kind_of_option(tmp_path):
     assert resolve_target(None, None, "etcd://127.0.0.1:2400/c1") == ("127.0.0.1:2400", "c1")
     assert resolve_target("localhost:2401", "c2", None) == ("localhost:2401", "c2")
-    assert resolve_target("localhost", None, None) == ("localhost:2379", "default")
+    assert resolve_target("localhost", None, None) == ("localhost:2379", "local")
     (tmp_path / "cluster.json").write_text(json.dumps({"target": "etcd://127.0.0.1:2402/local"}))
     assert resolve_target(None, None, None, str(tmp_path)) == ("127.0.0.1:2402", "local")
 

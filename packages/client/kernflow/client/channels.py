@@ -16,13 +16,16 @@ between workers), so one `Session.run` is one trace across the processes of a cl
 from __future__ import annotations
 
 import contextlib
+import errno
+import socket
 import threading
 
 import grpc
 
 from kernflow.client import rpc_metrics
+from kernflow.core.framework import errors
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "get_channel", "get_stub", "evict",
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "bind", "get_channel", "get_stub", "evict",
            "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
 
@@ -92,6 +95,41 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
         handlers[m.name] = make(behavior, request_deserializer=deserialize, response_serializer=serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
+
+
+def bind(server: grpc.Server, host: str, port: int) -> int:
+    """Binds `server` (without TLS) to ``host:port`` and returns the port bound (`port` 0: a free one).
+
+    Raises:
+        UnavailableError: naming the address; "already in use" when another socket holds the port.
+    """
+    address = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else f"{host}:{int(port)}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as e:  # grpc's own message does not say why ("Failed to bind to address")
+        bound, cause = 0, str(e)
+    else:
+        cause = ""
+    if bound:
+        return bound
+    if port and _in_use(host, int(port)):
+        cause = f"port {int(port)} is already in use"
+    raise errors.UnavailableError(None, None, f"cannot bind {address}" + (f": {cause}" if cause else ""))
+
+
+def _in_use(host: str, port: int) -> bool:
+    """Whether binding a plain socket to ``host:port`` fails with EADDRINUSE."""
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host.strip("[]") or None, port,
+                                                              type=socket.SOCK_STREAM)[0]
+    except OSError:
+        return False
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(sockaddr)
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False
 
 
 def get_channel(address: str) -> grpc.Channel:

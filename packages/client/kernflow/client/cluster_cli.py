@@ -42,10 +42,11 @@ import subprocess
 import sys
 import time
 
+from kernflow.client.discovery import DEFAULT_CLUSTER
+
 __all__ = ["configure", "run", "default_state_dir", "read_state", "STATE_FILE"]
 
 STATE_FILE = "cluster.json"
-DEFAULT_CLUSTER = "local"
 
 
 def default_state_dir() -> str:

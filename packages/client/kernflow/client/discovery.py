@@ -20,6 +20,10 @@ Keys of a cluster NAME (values are JSON objects)::
   when the task's address changed (a restarted task on a new port is found again).
 * `lookup_master` reads ``/kernflow/NAME/master``: ``kf.Session("etcd://HOST:PORT/NAME")`` uses it.
 
+A cluster's name defaults to `DEFAULT_CLUSTER` (``local``, the name ``kernflow cluster up`` uses)
+everywhere. ``etcd://HOST:PORT`` without a name still finds a master registered under the earlier
+default, `LEGACY_DEFAULT_CLUSTER` (``default``), when none is registered under ``local``.
+
 The etcd client (aetcd) is asynchronous: every object here runs its coroutines on one background
 event-loop thread per process (`kernflow.client.etcd_client`). Every etcd operation has a timeout
 (`DEFAULT_TIMEOUT_S` unless given), and failures surface as `UnavailableError` naming etcd's
@@ -39,7 +43,8 @@ from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 from kernflow.client.etcd_client import EtcdConnection, EtcdLoop, blocking, cancel_task, live, once
 
-__all__ = ["DEFAULT_TTL_S", "DEFAULT_TIMEOUT_S", "DEFAULT_CLUSTER", "parse_endpoint", "parse_etcd_target",
+__all__ = ["DEFAULT_TTL_S", "DEFAULT_TIMEOUT_S", "DEFAULT_CLUSTER", "LEGACY_DEFAULT_CLUSTER",
+           "parse_endpoint", "parse_etcd_target",
            "master_key", "workers_prefix", "worker_key", "task_from_key", "canonical_task",
            "Registration", "WorkerTable", "EtcdResolver", "lookup_master", "resolve_master_target",
            "list_cluster", "advertised_address", "worker_registration", "master_registration"]
@@ -48,7 +53,9 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_TTL_S = 10
 DEFAULT_TIMEOUT_S = 5.0
-DEFAULT_CLUSTER = "default"
+DEFAULT_CLUSTER = "local"
+# The default cluster name before it became `DEFAULT_CLUSTER`; a target without a name falls back to it.
+LEGACY_DEFAULT_CLUSTER = "default"
 DEFAULT_PORT = 2379
 KEY_ROOT = "/kernflow"
 ETCD_SCHEME = "etcd://"
@@ -176,8 +183,22 @@ def _decode(value) -> dict | None:
 
 
 # ---------------------------------------------------------------------------- one-shot reads
-def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+def _read_master(endpoint: str, cluster: str, timeout_s: float):
+    """The KeyValue of ``/kernflow/CLUSTER/master``, or None when it is absent."""
+    key = master_key(cluster)
+    what = f"Get {key}"
+    return blocking(endpoint, what, once(endpoint, what, lambda c: c.get(key.encode()), timeout_s), timeout_s)
+
+
+def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  fallback_cluster: str | None = None) -> dict:
     """Reads the master's registration (``/kernflow/CLUSTER/master``).
+
+    Args:
+        endpoint: etcd's "host:port".
+        cluster: the cluster name.
+        timeout_s: the timeout of each etcd read.
+        fallback_cluster: a cluster whose master to read when `cluster` has none registered.
 
     Returns:
         Its JSON value: at least "address" ("host:port").
@@ -187,11 +208,15 @@ def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOU
     """
     endpoint = parse_endpoint(endpoint)
     key = master_key(cluster)
-    what = f"Get {key}"
-    kv = blocking(endpoint, what, once(endpoint, what, lambda c: c.get(key.encode()), timeout_s), timeout_s)
+    kv = _read_master(endpoint, cluster, timeout_s)
+    if kv is None and fallback_cluster is not None:
+        kv = _read_master(endpoint, fallback_cluster, timeout_s)
+        if kv is not None:
+            cluster, key = fallback_cluster, master_key(fallback_cluster)
     if kv is None:
-        raise errors.UnavailableError(None, None, f"no master of cluster {cluster!r} is registered in etcd "
-                                      f"at {endpoint} (key {key} is absent)")
+        also = f" nor of cluster {fallback_cluster!r}" if fallback_cluster is not None else ""
+        raise errors.UnavailableError(None, None, f"no master of cluster {cluster!r}{also} is registered "
+                                      f"in etcd at {endpoint} (key {key} is absent)")
     value = _decode(kv.value)
     if value is None:
         raise errors.UnavailableError(None, None, f"the master registration {key} in etcd at {endpoint} "
@@ -200,9 +225,15 @@ def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOU
 
 
 def resolve_master_target(target: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
-    """``etcd://HOST:PORT/CLUSTER`` -> the registered master's ``grpc://host:port``."""
+    """``etcd://HOST:PORT/CLUSTER`` -> the registered master's ``grpc://host:port``.
+
+    Without a cluster name the target means `DEFAULT_CLUSTER`, else `LEGACY_DEFAULT_CLUSTER` when
+    only that one has a master.
+    """
     endpoint, cluster = parse_etcd_target(target)
-    return "grpc://" + lookup_master(endpoint, cluster, timeout_s)["address"]
+    named = bool(target[len(ETCD_SCHEME):].partition("/")[2].strip("/"))
+    fallback = None if named else LEGACY_DEFAULT_CLUSTER
+    return "grpc://" + lookup_master(endpoint, cluster, timeout_s, fallback)["address"]
 
 
 def list_cluster(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:

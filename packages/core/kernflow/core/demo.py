@@ -2,7 +2,8 @@
 
 The MLP (64-128-128-10, ReLU) is the README's main job; ``--model convnet`` trains a small
 convolutional network (conv2d + max_pool). The run saves a checkpoint every epoch and ``--resume``
-continues from the latest one.
+continues from the latest one (without one it says so and starts from scratch). ``--optimizer``
+takes a built-in short name or ``plugin:NAME``, any optimizer a plugin registered.
 
 By default the demo runs in the embedded runtime. ``--target grpc://host:port`` (or any target a
 session plugin serves, such as ``etcd://...``) runs the same graph on a cluster: the demo asks the
@@ -33,6 +34,8 @@ import time
 
 OPTIMIZERS = {"sgd": "GradientDescent", "momentum": "Momentum", "adagrad": "Adagrad",
               "rmsprop": "RMSProp", "adam": "Adam"}
+# ``--optimizer plugin:NAME``: the optimizer registered as NAME (`kf.train.get_optimizer`).
+PLUGIN_PREFIX = "plugin:"
 DEVICE_TYPES = {"cpu": "CPU", "gpu": "GPU"}
 GPU_PLUGIN_HINT = ('install the GPU plugin: pip install "packages/kernels-gpu[cuda13]" '
                    '(or "packages/kernels-gpu[cuda12]" for CUDA 12)')
@@ -46,26 +49,61 @@ class DemoUsageError(Exception):
     """The options cannot run here (e.g. ``--device gpu`` without a GPU); `run` exits with status 2."""
 
 
+def _checked(convert, check, expected: str):
+    """An argparse ``type``: `convert` the text, then require ``check(value)``."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not check(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
+
+
+_positive_int = _checked(int, lambda v: v >= 1, "an integer >= 1")
+_non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _checked(float, lambda v: v > 0, "a number > 0")
+
+
+def _optimizer_choice(text: str) -> str:
+    if text in OPTIMIZERS or (text.startswith(PLUGIN_PREFIX) and text[len(PLUGIN_PREFIX):]):
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from "
+                                     f"{', '.join(sorted(OPTIMIZERS))} or {PLUGIN_PREFIX}NAME)")
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", choices=["mlp", "convnet"], default="mlp")
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS) + ["plugin:NAME"], default=None,
+    parser.add_argument("--model", choices=["mlp", "convnet"], default="mlp",
+                        help="mlp (64-128-128-10, default) or convnet (two conv2d + max_pool layers)")
+    parser.add_argument("--epochs", type=_non_negative_int, default=20,
+                        help="epochs to train (default: 20); with --resume, the total, epochs already "
+                             "done included")
+    parser.add_argument("--batch-size", type=_positive_int, default=64,
+                        help="examples per training step (default: 64)")
+    parser.add_argument("--optimizer", type=_optimizer_choice, default=None, metavar="NAME",
                         help="sgd, momentum (default for the MLP: 0.9, lr 0.02), adagrad, rmsprop, adam "
                              "(default for the convnet), or any registered optimizer as plugin:NAME")
-    parser.add_argument("--learning-rate", type=float, default=None)
-    parser.add_argument("--checkpoint-dir", default=os.path.join(os.getcwd(), "kernflow-demo-ckpt"))
-    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    parser.add_argument("--learning-rate", type=_positive_float, default=None, metavar="LR",
+                        help="the optimizer's learning rate (default: one per optimizer)")
+    parser.add_argument("--checkpoint-dir", default=os.path.join(os.getcwd(), "kernflow-demo-ckpt"),
+                        metavar="DIR", help="checkpoints go to DIR/<model> every epoch (default: "
+                                            "./kernflow-demo-ckpt)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the latest checkpoint in --checkpoint-dir (without one, "
+                             "says so and starts from scratch)")
     parser.add_argument("--logdir", default=None,
                         help="TensorBoard summaries go to LOGDIR/<model> (default: <checkpoint-dir>/logs; "
                              "'' turns them off)")
     parser.add_argument("--no-logdir", dest="logdir", action="store_const", const="",
                         help="write no TensorBoard summaries")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the initial weights and the batch order (default: 1)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--target", default="",
                         help="session target: empty for the embedded runtime (default), or a cluster's "
-                             "master, e.g. grpc://localhost:2222")
+                             "master, e.g. grpc://localhost:2222 or etcd://127.0.0.1:2379/local")
     parser.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                         help="where the model runs: auto (default: placement chooses, a GPU when one "
                              "is registered), cpu (/device:CPU:0) or gpu (/device:GPU:0, needs the GPU "
@@ -115,15 +153,32 @@ def build_convnet(kf, x, seed):
     return kf.matmul(flat, w3) + b3
 
 
+def _optimizer_name(args) -> str:
+    return args.optimizer or ("momentum" if args.model == "mlp" else "adam")
+
+
+def optimizer_class(kf, name: str):
+    """The optimizer class of ``--optimizer NAME`` (a built-in short name or ``plugin:NAME``).
+
+    Raises:
+        DemoUsageError: no optimizer is registered under a ``plugin:NAME``.
+    """
+    if not name.startswith(PLUGIN_PREFIX):
+        return kf.train.get_optimizer(OPTIMIZERS[name])
+    try:
+        return kf.train.get_optimizer(name[len(PLUGIN_PREFIX):])
+    except kf.errors.NotFoundError as e:
+        raise DemoUsageError(f"--optimizer {name}: {e.message}") from None
+
+
 def _optimizer(kf, args):
-    name = args.optimizer or ("momentum" if args.model == "mlp" else "adam")
+    name = _optimizer_name(args)
     lr = args.learning_rate
-    if name.startswith("plugin:"):
-        cls = kf.train.get_optimizer(name.split(":", 1)[1])
+    cls = optimizer_class(kf, name)
+    if name.startswith(PLUGIN_PREFIX):
         return cls(lr or 0.01)
     defaults = {"sgd": 0.1, "momentum": 0.02, "adagrad": 0.1, "rmsprop": 0.001, "adam": 0.003}
     lr = lr if lr is not None else defaults[name]
-    cls = kf.train.get_optimizer(OPTIMIZERS[name])
     if name == "momentum":
         return cls(lr, 0.9)
     return cls(lr)
@@ -270,6 +325,7 @@ def run(args) -> int:
     import numpy as np
     import kernflow.core as kf
     try:
+        optimizer_class(kf, _optimizer_name(args))  # an unknown plugin:NAME fails before any work
         return _train(kf, np, args)
     except DemoUsageError as e:
         print(f"kernflow demo: {e}", file=sys.stderr)
@@ -318,6 +374,9 @@ def _train(kf, np, args) -> int:
             start_epoch = int(sess.run(step)) // steps_per_epoch
             print(f"resumed from {latest} (epoch {start_epoch})")
         else:
+            if args.resume:
+                print(f"kernflow demo: --resume: no checkpoint in {ckpt_dir}; training from scratch",
+                      file=sys.stderr, flush=True)
             sess.run(kf.global_variables_initializer())
         devs = model_devices(kf, sess, correct, {x: xte[:8], y: yte[:8]})
         requested = setter if isinstance(setter, str) else "the devices placement chose"

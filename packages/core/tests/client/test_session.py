@@ -231,5 +231,14 @@ def test_session_reset_clears_containers(g):
 
 
 def test_unknown_target_scheme(g):
-    with pytest.raises(errors.NotFoundError, match="session factory"):
+    with pytest.raises(errors.NotFoundError, match=r"^Session target 'nope://somewhere': no session "
+                                                   r"factory serves nope://; registered: '' \(embedded\)"):
         kf.Session("nope://somewhere")
+
+
+def test_a_missing_grpc_session_factory_names_the_package_that_serves_it(g, monkeypatch):
+    from kernflow.core.plugins import registries
+    monkeypatch.delitem(registries().session_factories._items, "grpc", raising=False)
+    hint = r"\(install kernflow-client: pip install kernflow-client\)"
+    with pytest.raises(errors.NotFoundError, match=rf"'grpc://h:1': no session factory serves grpc:// {hint}"):
+        kf.Session("grpc://h:1")

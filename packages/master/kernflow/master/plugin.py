@@ -34,8 +34,9 @@ def _configure(parser) -> None:
                              '"host:port"}}, or @FILE to read it from a file (or use --etcd)')
     parser.add_argument("--etcd", default=None, metavar="HOST:PORT",
                         help="find the workers in etcd and register this master there")
-    parser.add_argument("--cluster", default="default", metavar="NAME",
-                        help="cluster name in etcd (default: default)")
+    from kernflow.client.discovery import DEFAULT_CLUSTER
+    parser.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME",
+                        help=f"cluster name in etcd (default: {DEFAULT_CLUSTER})")
     parser.add_argument("--ttl", type=int, default=10,
                         help="etcd lease TTL in seconds of the master's key (default: 10)")
     parser.add_argument("--advertise", default=None, metavar="HOST",
@@ -185,7 +186,12 @@ def _run(args) -> int:
         print("kernflow master: the cluster spec names no tasks", file=sys.stderr)
         return 2
     master = build_master(cluster)
-    server = MasterServer(master, port=args.port, host=args.host)
+    try:
+        server = MasterServer(master, port=args.port, host=args.host)
+    except Exception as e:  # noqa: BLE001 - reported, not a traceback
+        print(f"kernflow master: cannot serve: {getattr(e, 'message', e)}", file=sys.stderr)
+        master.close()
+        return 1
     print(f"kernflow master serving {server.target} for {', '.join(cluster.task_names())}", flush=True)
 
     def stop(signum, frame):

@@ -54,17 +54,9 @@ class MasterServer:
         for add in extra_servicers:
             add(self._server)
         try:
-            bind = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else \
-                f"{host}:{int(port)}"
-            self.port = self._server.add_insecure_port(bind)
-        except RuntimeError as e:
-            self.port = 0
-            cause = e
-        else:
-            cause = None
-        if not self.port:
-            raise errors.UnavailableError(None, None, f"could not bind the master's gRPC server to "
-                                          f"{host}:{port}" + (f": {cause}" if cause else ""))
+            self.port = channels.bind(self._server, host, port)
+        except errors.UnavailableError as e:
+            raise errors.UnavailableError(None, None, f"the master's gRPC server {e.message}") from None
         self._started = False
         self._stopped = threading.Event()
         if start:

@@ -49,8 +49,9 @@ def configure(parser) -> None:
                         help="seconds calls in flight get to finish at shutdown (default: 2)")
     parser.add_argument("--etcd", default=None, metavar="HOST:PORT",
                         help="register in etcd and find the other tasks there (instead of --cluster-spec)")
-    parser.add_argument("--cluster", default="default", metavar="NAME",
-                        help="cluster name in etcd (default: default)")
+    from kernflow.client.discovery import DEFAULT_CLUSTER
+    parser.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME",
+                        help=f"cluster name in etcd (default: {DEFAULT_CLUSTER})")
     parser.add_argument("--ttl", type=int, default=10,
                         help="etcd lease TTL in seconds: a dead task's key expires after it (default: 10)")
     parser.add_argument("--advertise", default=None, metavar="HOST",
@@ -68,6 +69,14 @@ def _load_spec(text: str) -> dict:
     return spec
 
 
+def _spec_tasks(cluster: dict, job: str) -> str:
+    """What a cluster spec holds of `job`, for the error of a task it does not list."""
+    tasks = sorted(cluster.get(job, {}))
+    if tasks:
+        return f"job {job} has tasks {', '.join(map(str, tasks))}"
+    return f"it has no job {job}; jobs: {', '.join(sorted(cluster))}"
+
+
 def run(args) -> int:
     """Runs `kernflow worker`: serves until SIGTERM/SIGINT; returns the exit status."""
     import signal
@@ -81,6 +90,10 @@ def run(args) -> int:
         print(f"kernflow worker: bad --cluster-spec: {e}", file=sys.stderr)
         return 2
     mine = cluster.get(args.job, {}).get(args.task)
+    if cluster and mine is None:
+        print(f"kernflow worker: /job:{args.job}/task:{args.task} is not in --cluster-spec "
+              f"({_spec_tasks(cluster, args.job)})", file=sys.stderr)
+        return 2
     host, port = args.host, args.port
     if mine is not None and ":" in mine:
         spec_host, spec_port = mine.rsplit(":", 1)

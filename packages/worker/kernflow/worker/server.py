@@ -115,13 +115,10 @@ class WorkerServer:
         add_to_server(WorkerServicer(self.worker), self._server)
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         try:
-            self.port = self._server.add_insecure_port(bind)
-        except RuntimeError as e:
+            self.port = channels.bind(self._server, host, port)
+        except errors.UnavailableError:
             self.worker.close()
-            raise errors.UnavailableError(None, None, f"cannot bind {bind}: {e}") from None
-        if not self.port:
-            self.worker.close()
-            raise errors.UnavailableError(None, None, f"cannot bind {bind}")
+            raise
         self.host = host
         self.address = f"{bind.rsplit(':', 1)[0]}:{self.port}"
         self._server.start()

@@ -259,6 +259,28 @@ def _split_target(target: str) -> str:
     return target.split("://", 1)[0]
 
 
+# Target schemes that kernflow's own distributions serve, to name the one to install when it is not.
+_SCHEME_DISTRIBUTIONS = {"grpc": "kernflow-client", "etcd": "kernflow-client"}
+
+
+def _session_factory(target: str):
+    """The session factory registered for `target`'s scheme.
+
+    Raises:
+        NotFoundError: naming the target, the registered schemes and, for ``grpc://`` and
+            ``etcd://``, the distribution that serves them.
+    """
+    scheme = _split_target(target)
+    factories = manager.registries().session_factories
+    if scheme in factories:
+        return factories.get(scheme)
+    registered = ", ".join(repr(f"{n}://") if n else "'' (embedded)" for n in factories.names())
+    hint = (f" (install {_SCHEME_DISTRIBUTIONS[scheme]}: pip install {_SCHEME_DISTRIBUTIONS[scheme]})"
+            if scheme in _SCHEME_DISTRIBUTIONS else "")
+    raise errors.NotFoundError(None, None, f"Session target {target!r}: no session factory serves "
+                               f"{scheme}://{hint}; registered: {registered}")
+
+
 # ---------------------------------------------------------------------------- Session
 class BaseSession:
     """Shared machinery of `Session` and `InteractiveSession`."""
@@ -276,8 +298,7 @@ class BaseSession:
         self._target = target
         self._config = config
         self._metric_attrs = telemetry.session_attributes(telemetry.REMOTE if target else telemetry.EMBEDDED)
-        factory = manager.registries().session_factories.get(_split_target(target))
-        self._impl = factory(target, graph, config)
+        self._impl = _session_factory(target)(target, graph, config)
         self._closed = False
         self._default_ctx = None
         self._fetch_cache: dict = {}
@@ -451,8 +472,7 @@ class BaseSession:
     @staticmethod
     def reset(target: str, containers=None, config=None) -> None:
         """Clears resource containers (all when `containers` is None) on the target's devices."""
-        factory = manager.registries().session_factories.get(_split_target(target))
-        reset = getattr(factory, "reset", None)
+        reset = getattr(_session_factory(target), "reset", None)
         if reset is None:
             raise errors.UnimplementedError(None, None, f"target {target!r} does not support reset")
         reset(target, containers, config)
