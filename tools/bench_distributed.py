@@ -8,7 +8,9 @@ Workloads:
   fetch_64mib            ``sess.run(v)`` of a 64 MiB float32 variable living on task 1, through the
                          master of task 0, in MB/s: RunStepPull, where the client pulls the value
                          from task 1 itself (client <- task 1); against one unary grpcio call
-                         returning 64 MiB of bytes (identity serializers: no protobuf).
+                         returning 64 MiB of bytes (identity serializers: no protobuf). The pull
+                         uses the transport the client negotiates with task 1: "shm" (one host);
+                         run with KERNFLOW_TRANSPORT=grpc (inherited by the tasks) for in-band gRPC.
   fetch_64mib_relayed_by_master
                          the same with KERNFLOW_DIRECT_FETCH=0: the master pulls and relays
                          (client <- master <- task 1, RunStepStream).
@@ -22,7 +24,11 @@ glibc's malloc thresholds, as every kernflow process with a CPU device does; the
 (the client of both contenders) does so only with --tune-client-malloc, and the baseline server
 never does.
 
-Usage: python tools/bench_distributed.py [--rounds 9] [--steps 300] [--mib 64] [--quick]
+``--tf-python PATH`` then runs the same three workloads under TensorFlow's tf.compat.v1 (two
+`tf.train.Server` processes, the client in that interpreter; TF relays the fetch through task 0's
+master, its only path) and reports kernflow's times and rates against them.
+
+Usage: python tools/bench_distributed.py [--rounds 9] [--steps 300] [--mib 64] [--quick] [--tf-python PATH]
                                          [--tune-client-malloc] [--skip-fetch] [--skip-step]
                                          [--skip-relay]
 """
@@ -78,6 +84,68 @@ def serve_baseline(nbytes: int) -> None:
     server.stop(0)
 
 
+def serve_tf_task(index: int, cluster: dict) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow.compat.v1 as tf
+    tf.disable_eager_execution()
+    server = tf.train.Server(tf.train.ClusterSpec(cluster), job_name="worker", task_index=index)
+    print("ready", flush=True)
+    sys.stdin.read()
+    del server
+
+
+def tf_measure(args, nbytes: int) -> dict:
+    """The same workloads under TensorFlow's tf.compat.v1 (run in the TensorFlow interpreter): two
+    `tf.train.Server` processes, the client here; TF relays a fetch through the master's task."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow.compat.v1 as tf
+    tf.disable_eager_execution()
+    cluster = {"worker": [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]}
+    children = [_spawn(["--serve-tf-task", str(i), "--cluster", json.dumps(cluster)])[0] for i in range(2)]
+    results = {}
+    try:
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder(tf.float32, [1], name="x")
+            y0 = x + 1.0
+            with tf.device("/job:worker/task:1"):
+                y1 = x + 1.0
+                v = tf.Variable(tf.random_uniform([nbytes // 4]), name="v")
+        with tf.Session("grpc://" + cluster["worker"][0], graph=g) as sess:
+            xv = np.ones(1, np.float32)
+            if not args.skip_step:
+                for name, op in (("trivial_step", y0), ("trivial_step_on_task1", y1)):
+                    fn = sess.make_callable(op, feed_list=[x])
+                    fn(xv)
+                    times = [_per_call(lambda: fn(xv), args.steps) for _ in range(args.rounds)]
+                    results[name] = {"us_per_step": statistics.median(times) * 1e6,
+                                     "best_us": min(times) * 1e6}
+            if not args.skip_fetch:
+                sess.run(v.initializer)
+                sess.run(v)
+                times = [_per_call(lambda: sess.run(v), args.fetches) for _ in range(args.rounds)]
+                results[f"fetch_{args.mib}mib"] = {"MB_per_s": nbytes / statistics.median(times) / 1e6,
+                                                   "ms": statistics.median(times) * 1e3}
+    finally:
+        for p in children:
+            p.stdin.close()
+        for p in children:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return {"tensorflow": tf.__version__, "results": results}
+
+
+def _run_tensorflow(tf_python: str, argv: list[str]) -> dict | None:
+    r = subprocess.run([tf_python, os.path.abspath(__file__), "--tf-measure"] + argv, capture_output=True,
+                       text=True, timeout=3600)
+    if r.returncode != 0:
+        print(f"TensorFlow run failed:\n{r.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(r.stdout)
+
+
 def _spawn(args) -> tuple[subprocess.Popen, str]:
     p = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + args, stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
@@ -127,7 +195,11 @@ def main(argv=None) -> int:
                     help="do not also measure the fetch relayed by the master (KERNFLOW_DIRECT_FETCH=0)")
     ap.add_argument("--tune-client-malloc", action="store_true",
                     help="apply the CPU plugin's malloc tuning in this (client) process too")
+    ap.add_argument("--tf-python", help="a Python with tensorflow (a separate virtual environment): "
+                    "the same workloads under TensorFlow, after kernflow's, in this run")
     ap.add_argument("--serve-task", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--serve-tf-task", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--tf-measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--cluster", help=argparse.SUPPRESS)
     ap.add_argument("--serve-baseline", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -140,6 +212,12 @@ def main(argv=None) -> int:
         return 0
     if args.quick:
         args.rounds, args.steps, args.fetches = 3, 100, 1
+    if args.serve_tf_task is not None:
+        serve_tf_task(args.serve_tf_task, json.loads(args.cluster))
+        return 0
+    if args.tf_measure:
+        print(json.dumps(tf_measure(args, nbytes)))
+        return 0
 
     import grpc
 
@@ -205,6 +283,25 @@ def main(argv=None) -> int:
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
+    if args.tf_python:
+        passed, skip = [], False
+        for a in (argv if argv is not None else sys.argv[1:]):
+            if skip or a.startswith("--tf-python"):
+                skip = a == "--tf-python" and not skip
+                continue
+            passed.append(a)
+        tf_out = _run_tensorflow(args.tf_python, passed)
+        if tf_out is not None:
+            results["tensorflow"] = tf_out
+            tr = tf_out["results"]
+            ratios = {}
+            for name in ("trivial_step", "trivial_step_on_task1"):
+                if name in tr and name in results:
+                    ratios[f"{name}_time_vs_tf"] = results[name]["us_per_step"] / tr[name]["us_per_step"]
+            key = f"fetch_{args.mib}mib"
+            if key in tr and key in results:
+                ratios[f"{key}_MB_per_s_vs_tf"] = results[key]["MB_per_s"] / tr[key]["MB_per_s"]
+            results["kernflow_vs_tensorflow"] = ratios
     cmd = " ".join(argv if argv is not None else sys.argv[1:])
     out = {"command": f"python tools/bench_distributed.py {cmd}".strip(),
            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),

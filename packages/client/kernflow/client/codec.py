@@ -32,7 +32,8 @@ from kernflow.core.runtime.resource_mgr import Var
 from kernflow.client.protobuf import worker_pb2
 
 __all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks", "encode_recv_chunks",
-           "assemble_recv_chunks", "split_content", "to_host_array", "WireSnapshot", "snapshot"]
+           "assemble_recv_chunks", "split_content", "to_host_array", "WireSnapshot", "snapshot",
+           "raw_views", "receive_buffer", "to_native"]
 
 # RecvTensor chunk size. 1 MiB measured fastest for a 64 MiB fetch over loopback (tools/
 # bench_distributed.py: 2.5-2.9x a unary grpcio call, against 2.0x with 4 MiB, 2.3x with 512 KiB or
@@ -247,6 +248,69 @@ def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
     return WireSnapshot(enum, wire, arr.shape, frames, arr.nbytes)
 
 
+def raw_views(value):
+    """The raw little-endian bytes of a numeric tensor, as views of the memory that holds them.
+
+    Nothing is copied for a C-contiguous little-endian host array or a `WireSnapshot` (whose views
+    are its messages' content); other arrays are converted first.
+
+    Returns:
+        (DataType enum, shape, list of memoryviews in order, total bytes), or None for a string
+        tensor.
+
+    Raises:
+        TypeError: if the value is not a tensor (see `to_host_array`).
+    """
+    if isinstance(value, WireSnapshot):
+        return (value.dtype_enum, tuple(value.shape), [split_content(f, _R)[1] for f in value.frames],
+                value.nbytes)
+    arr = value if type(value) is np.ndarray else to_host_array(value)
+    if _is_string(arr):
+        return None
+    enum, wire = _encoding(arr.dtype)
+    if arr.dtype != wire or not arr.flags.c_contiguous:
+        arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    return enum, arr.shape, [_byte_view(arr)], arr.nbytes
+
+
+def receive_buffer(dtype_enum: int, shape_proto, total_bytes: int, what: str = "RecvTensor"):
+    """A fresh array to receive a numeric tensor's raw little-endian bytes into.
+
+    Args:
+        dtype_enum, shape_proto: the tensor's DataType and TensorShapeProto, as announced.
+        total_bytes: the byte count announced with them.
+        what: the announcement's source, for error messages ("RecvTensor: the first message").
+
+    Returns:
+        (array of the little-endian wire dtype, flat writable memoryview of its bytes); a receiver
+        that fills the view returns ``array`` through `to_native`.
+
+    Raises:
+        InvalidArgumentError: no dtype, a string dtype, a shape that is not fully defined, or
+            `total_bytes` that does not match dtype and shape.
+    """
+    if dtype_enum == 0:
+        raise errors.InvalidArgumentError(None, None, f"{what} has no dtype")
+    shape = _shape_from(shape_proto)
+    dt = _dtypes.as_dtype(dtype_enum)
+    if dt == _dtypes.string:
+        raise errors.InvalidArgumentError(None, None, f"{what} announces a string tensor, which has no "
+                                          f"raw bytes")
+    wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
+    expected = _num_elements(shape) * wire.itemsize
+    if int(total_bytes) != expected:
+        raise errors.InvalidArgumentError(
+            None, None, f"{what} announces total_bytes={int(total_bytes)}, but a {dt.name} tensor of "
+                        f"shape {shape} has {expected} bytes")
+    out = np.empty(shape, dtype=wire)
+    return out, _byte_view(out)
+
+
+def to_native(arr: np.ndarray) -> np.ndarray:
+    """`arr` (filled by a receiver in little-endian wire order) in this machine's byte order."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
 def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
     """Yields the serialized RecvTensorResponse messages that carry `value` (see `iter_recv_chunks`).
 
@@ -424,19 +488,10 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
         return None, True
     if first.dtype == 0:
         raise errors.InvalidArgumentError(None, None, "RecvTensor: the first message has no dtype")
-    shape = _shape_from(first.shape)
     if first.dtype == _dtypes.string.as_datatype_enum:
-        return _assemble_strings(first, (_parts(x)[0] for x in it), shape), False
-    dt = _dtypes.as_dtype(first.dtype)
-    wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
-    expected = _num_elements(shape) * wire.itemsize
+        return _assemble_strings(first, (_parts(x)[0] for x in it), _shape_from(first.shape)), False
     total = int(first.total_bytes)
-    if total != expected:
-        raise errors.InvalidArgumentError(
-            None, None, f"RecvTensor: the first message announces total_bytes={total}, but a {dt.name} "
-                        f"tensor of shape {shape} has {expected} bytes")
-    out = np.empty(shape, dtype=wire)
-    view = _byte_view(out)
+    out, view = receive_buffer(first.dtype, first.shape, total, "RecvTensor: the first message")
     filled = 0
     while True:
         n = len(content)
@@ -453,9 +508,7 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
         content = _parts(item)[1]
     if filled < total:
         raise errors.DataLossError(None, None, f"RecvTensor stream ended after {filled} of {total} bytes")
-    if not wire.isnative:
-        out = out.astype(wire.newbyteorder("="))
-    return out, False
+    return to_native(out), False
 
 
 def _assemble_strings(first, it, shape) -> np.ndarray:

@@ -6,21 +6,25 @@ each fetch waiting on a task it reaches over gRPC with a `FetchLocation`, and th
 value from that worker itself with RecvTensor: one gRPC hop instead of two (worker -> master ->
 client). Pulls run on a small thread pool while the calling thread keeps reading the master's
 stream, so several tasks' fetches come concurrently and the master's error (say, a task died) is
-seen while a pull still waits. Chunks arrive as raw bytes, are split without copying
-(`codec.split_content`) and written once into the result array. With **RunStepStream** (when
-``KERNFLOW_DIRECT_FETCH=0`` turns direct pulls off) the master relays every chunk.
+seen while a pull still waits. A pull goes through the transport chosen for that worker
+(`kernflow.core.runtime.transport`: "shm" when the worker runs on this host and shares its /dev/shm,
+else "grpc", whose chunks arrive as raw bytes, are split without copying (`codec.split_content`) and
+written once into the result array). With **RunStepStream** (when ``KERNFLOW_DIRECT_FETCH=0`` turns
+direct pulls off) the master relays every chunk.
 
 **Reachability and identity.** A location carries the address at which the *master* reaches the
 task, which need not work from here (another network, a loopback address of the master's machine).
 Before the first pull from an address the client asks the worker there for GetStatus (a
 `PROBE_TIMEOUT_S` deadline) and checks that it is the task the location names, with the sending
 device and its incarnation taken from the rendezvous key, so another process listening at the same
-address (a local cluster of the client's own, a restarted task) is never pulled from. A loopback
-address is tried only when the master's address is loopback too. The answer is remembered per
-(address, task, device, incarnation): a verified worker for `VERIFIED_TTL_S`, a failed check for
-`UNREACHABLE_TTL_S`, after which it is checked again in the background (only the very first check
-of an address is on a step's path). A fetch on a task the client cannot reach is relayed by the
-master on the same call (``relay``) once the step is done, so reaching it costs no second step.
+address (a local cluster of the client's own, a restarted task) is never pulled from. The same
+GetStatus negotiates the transport (`kernflow.client.transports`). A loopback address is tried only
+when the master's address is loopback too. The answer is remembered per (address, task, device,
+incarnation, ``KERNFLOW_TRANSPORT``): a verified worker for `VERIFIED_TTL_S` or until a pull from it
+fails, a failed check for `UNREACHABLE_TTL_S`, after which it is checked again in the background
+(only the very first check of an address is on a step's path). A fetch on a task the client
+cannot reach is relayed by the master on the same call (``relay``) once the step is done, so
+reaching it costs no second step.
 
 **Errors.** The master's error is the step's root cause and wins; a pull's error is raised when the
 step itself succeeded (e.g. the producing worker died after the step, during the pull). Any failure
@@ -39,9 +43,11 @@ import time
 from opentelemetry import trace as _otel
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime import transport as _transport
+from kernflow.core.runtime.cancellation import CancellationManager
 from kernflow.client import channels
 from kernflow.client import codec
-from kernflow.client.protobuf import worker_pb2
+from kernflow.client import transports
 from kernflow.client.worker_client import GrpcWorkerClient
 
 __all__ = ["ENV_VAR", "PROBE_TIMEOUT_S", "VERIFIED_TTL_S", "UNREACHABLE_TTL_S", "enabled", "read_stream",
@@ -144,7 +150,8 @@ class Unreachable(Exception):
     """The client cannot, or must not, pull from a location's address (the master relays instead)."""
 
 
-_checked: dict[tuple, tuple[bool, float, str]] = {}   # key -> (ok, valid until, why not)
+# key -> (ok, valid until, the transport's name when ok, else why not)
+_checked: dict[tuple, tuple[bool, float, str]] = {}
 _checked_lock = threading.Lock()
 
 
@@ -162,15 +169,22 @@ def _sender(location) -> tuple[str, str]:
     return (fields[0], fields[1]) if len(fields) == 5 else ("", "")
 
 
-def check_reachable(location, master_address: str) -> None:
-    """Returns if the client may pull from `location`'s worker; raises `Unreachable` otherwise.
+def _key(location, master_address: str) -> tuple:
+    device, incarnation = _sender(location)
+    return (location.address, location.task, device, incarnation, _is_loopback(_host(master_address)),
+            _transport.env_setting())
+
+
+def check_reachable(location, master_address: str) -> _transport.Transport:
+    """Returns the transport to pull `location`'s value through; raises `Unreachable` when the
+    client may not pull from that worker.
 
     The GetStatus check is made once per (address, task, sending device, incarnation) and
     remembered; a failed one is repeated in the background once it expired (see the module
     docstring).
     """
     device, incarnation = _sender(location)
-    key = (location.address, location.task, device, incarnation, _is_loopback(_host(master_address)))
+    key = _key(location, master_address)
     now = time.monotonic()
     hit = _checked.get(key)
     if hit is None or (hit[0] and now >= hit[1]):
@@ -183,6 +197,7 @@ def check_reachable(location, master_address: str) -> None:
         _executor().submit(_check, key, location, device, incarnation, master_address)
     if not hit[0]:
         raise Unreachable(hit[2])
+    return _transport.get(hit[2]) if hit[2] else _transport.default()
 
 
 def _check(key, location, device: str, incarnation: str, master_address: str):
@@ -204,11 +219,22 @@ def forget_reachability() -> None:
         _checked.clear()
 
 
+def _forget(location, master_address: str) -> None:
+    """Forgets the check of `location`'s worker (a pull from it failed): the next pull checks again,
+    and negotiates its transport again."""
+    with _checked_lock:
+        _checked.pop(_key(location, master_address), None)
+
+
 def _probe(location, device: str, incarnation: str, master_address: str) -> tuple[bool, str]:
+    """Asks the worker at the location for GetStatus: (True, the name of the transport to pull
+    through) when it is the location's task and incarnation, else (False, why not)."""
     if _is_loopback(_host(location.address)) and not _is_loopback(_host(master_address)):
         return False, f"{location.address} is a loopback address on the master's machine"
     try:
-        st = GrpcWorkerClient(location.address, location.task).get_status(timeout=PROBE_TIMEOUT_S)
+        with transports.status_request() as (req, probes):
+            st = GrpcWorkerClient(location.address, location.task).get_status(req, timeout=PROBE_TIMEOUT_S)
+            chosen = transports.choose(st, probes).name
     except errors.OpError as e:
         return False, f"GetStatus failed: {e.message}"
     except Exception as e:  # noqa: BLE001 - a malformed address, ...: relay
@@ -220,7 +246,7 @@ def _probe(location, device: str, incarnation: str, master_address: str) -> tupl
                           for d in st.device_attributes):
         return False, (f"the worker at {location.address} has no device {device} of incarnation "
                        f"{incarnation} (it restarted, or is another process)")
-    return True, ""
+    return True, chosen
 
 
 # ---------------------------------------------------------------------------- RunStepPull
@@ -237,9 +263,6 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     return _pool
 
 
-_R = worker_pb2.RecvTensorResponse
-
-
 class _Pull:
     """One fetch pulled from the worker at its location, on a pool thread; `cancel` from any thread."""
 
@@ -247,42 +270,39 @@ class _Pull:
         self.location = location
         self.timeout_s = timeout_s
         self.master_address = master_address
-        self._lock = threading.Lock()
-        self._call = None
-        self._cancelled = False
+        self._cancellation = CancellationManager()
         self.future = _executor().submit(contextvars.copy_context().run, self._run)
 
     def _run(self):
         """Returns (array, is_dead); raises `Unreachable` (nothing was pulled) or an OpError."""
         loc = self.location
-        check_reachable(loc, self.master_address)
+        transport = check_reachable(loc, self.master_address)
         if not channels.tracing_active():
-            return self._recv()
+            return self._recv(transport)
         with _tracer.start_as_current_span("RecvTensor", kind=_otel.SpanKind.CLIENT) as span:
             span.set_attribute("kernflow.task", loc.task)
             span.set_attribute("kernflow.step_id", loc.step_id)
             span.set_attribute("kernflow.rendezvous_key", loc.rendezvous_key)
             span.set_attribute("kernflow.direct", True)
-            value, is_dead = self._recv()
+            span.set_attribute("kernflow.transport", transport.name)
+            value, is_dead = self._recv(transport)
             span.set_attribute("kernflow.bytes", 0 if value is None else int(value.nbytes))
             return value, is_dead
 
-    def _recv(self):
+    def _recv(self, transport):
         loc = self.location
-        req = worker_pb2.RecvTensorRequest(step_id=loc.step_id, rendezvous_key=loc.rendezvous_key)
-        with self._lock:
-            if self._cancelled:
-                raise errors.CancelledError(None, None, f"pull of {loc.rendezvous_key!r} cancelled")
-            self._call = GrpcWorkerClient(loc.address, loc.task).recv_tensor_raw(req, timeout=self.timeout_s)
-        return codec.assemble_recv_chunks(codec.split_content(buf, _R) for buf in self._call)
+        peer = GrpcWorkerClient(loc.address, loc.task)
+        try:
+            return transport.recv(peer, loc.step_id, loc.rendezvous_key, self.timeout_s, self._cancellation)
+        except errors.OpError:
+            if not self._cancellation.is_cancelled:
+                _forget(loc, self.master_address)
+            raise
 
     def cancel(self) -> None:
-        with self._lock:
-            self._cancelled = True
-            call = self._call
+        self._cancellation.cancel(errors.CancelledError(
+            None, None, f"pull of {self.location.rendezvous_key!r} cancelled"))
         self.future.cancel()
-        if call is not None:
-            call.cancel()
 
 
 def pull_step(master, request, fetches, address: str):

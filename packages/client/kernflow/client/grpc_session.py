@@ -33,6 +33,7 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.client import codec
 from kernflow.client import fetch_stream
+from kernflow.client import local_master
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protocol import check_peer
 from kernflow.client.protobuf import master_pb2
@@ -82,7 +83,8 @@ class GrpcSession:
         self.address = parse_target(target)
         self.graph = graph
         self.config = config
-        self._master = GrpcMasterClient(self.address)
+        # A master served by this very process is called directly (`local_master`).
+        self._master = local_master.lookup(self.address) or GrpcMasterClient(self.address)
         self._lock = threading.Lock()
         self._handle: str | None = None
         self._sent_ops = 0          # the local graph.version the master's graph reflects
@@ -160,7 +162,8 @@ class GrpcSession:
         if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:
             req.options.timeout_in_ms = self._timeout_ms
         key = tuple(fetches)
-        if fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES:
+        if fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES and \
+                not getattr(self._master, "in_process", False):
             out, metadata = self._run_streamed(req, fetches)
             self._remember(key, out)
             if run_metadata is not None and metadata is not None:

@@ -20,3 +20,21 @@ def kernflow_register_commands(registry):
                       cluster_cli.configure, cluster_cli.run)
     registry.register("top", "a live view of a cluster's tasks: state, devices, steps/s, last error",
                       top_cli.configure, top_cli.run)
+
+
+def _grpc_transport():
+    from kernflow.client.grpc_transport import GrpcTransport
+    return GrpcTransport()
+
+
+def _shm_transport():
+    from kernflow.client.shm_transport import ShmTransport
+    return ShmTransport()
+
+
+@hookimpl
+def kernflow_register_transports(registry):
+    """Registers "grpc" (in-band RecvTensor, every task; priority 0) and "shm" (/dev/shm segments
+    between tasks of one host; priority 100). The modules are imported when first used."""
+    registry.register("grpc", _grpc_transport, priority=0)
+    registry.register("shm", _shm_transport, priority=100)

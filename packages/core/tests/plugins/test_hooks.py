@@ -122,18 +122,39 @@ def test_kernflow_register_optimizers(with_plugin):
         regs.optimizers.get("Nope")
 
 
-def test_kernflow_register_transports(with_plugin):
-    from kernflow.core.runtime.rendezvous import LocalRendezvous
+def test_kernflow_register_transports(with_plugin, monkeypatch):
+    from kernflow.core.runtime import transport
+
+    class Pigeon(transport.Transport):
+        """Reaches a peer whose offer echoes the challenge."""
+
+        def probe(self):
+            probe = transport.Probe(b"coo")
+            probe.accepts = lambda params: params == b"coo"
+            return probe
+
+        def offer(self, challenge):
+            return challenge
 
     def kernflow_register_transports(registry):
-        registry.register("test-local", LocalRendezvous)
+        registry.register("pigeon", Pigeon, priority=1000)
 
     regs = with_plugin(_plugin(kernflow_register_transports=kernflow_register_transports))
-    rdv = regs.transports.get("test-local")()
-    got = []
-    rdv.recv_async("k", lambda v, dead, err: got.append(v))
-    rdv.send("k", 5)
-    assert got == [5]
+    monkeypatch.delenv(transport.TRANSPORT_ENV, raising=False)
+    probes = {}
+    try:
+        with pytest.raises(ValueError, match="transport 'pigeon' registered twice: first at .*test_hooks.py"):
+            regs.transports.register("pigeon", Pigeon)
+        pigeon = transport.transports()[0]
+        assert isinstance(pigeon, Pigeon) and pigeon.name == "pigeon"
+        probes = transport.open_probes()
+        offers = {"pigeon": pigeon.offer(probes["pigeon"].challenge), "grpc": b""}
+        assert transport.select("", offers, probes) is pigeon          # both ends serve it
+        assert transport.select("", {"pigeon": b"hoot", "grpc": b""}, probes).name == "grpc"
+    finally:
+        for p in probes.values():
+            p.close()
+        transport.reset_for_tests()
 
 
 def test_kernflow_register_session_factories(with_plugin):

@@ -26,13 +26,11 @@ from opentelemetry import trace as _otel
 
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
-from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins import manager
-from kernflow.core.runtime import fusion, remapper
+from kernflow.core.runtime import fusion
 from kernflow.core.runtime.cost_graph import merge_cost_graph
-from kernflow.core.runtime.partition import partition
-from kernflow.core.runtime.placer import PlacementOptions, place
-from kernflow.core.runtime.prune import prune
+from kernflow.core.runtime.graph_execution_state import GraphExecutionState
+from kernflow.core.runtime.placer import PlacementOptions
 
 from kernflow.client import channels
 from kernflow.client.graph_stream import NotInline
@@ -71,7 +69,7 @@ class _StepPlan:
 
 
 class _Session:
-    def __init__(self, handle: str, config, graph_def):
+    def __init__(self, handle: str, config, graph_def, kernels):
         from kernflow.core.protobuf import graph_pb2
         self.handle = handle
         self.config = config
@@ -84,9 +82,8 @@ class _Session:
         self.incarnations: dict[str, int] = {}
         self.client_device = ""
         self.unreachable: dict[str, errors.OpError] = {}
-        self.placed = None
-        self.placed_key = None
-        self.stateful_devices: dict[str, str] = {}
+        # Placement, pruning, rewrites and partitioning, shared with DirectSession.
+        self.state = GraphExecutionState(kernels, fusion.jit_level(config))
         self.steps: dict[tuple, _StepPlan] = {}
         self.cost_model = TaskCostModel()
         self.refresh = True
@@ -249,7 +246,7 @@ class Master:
         config = request.config if request.HasField("config") else self.config
         check_graph(request.graph_def, set())
         handle = uuid.uuid4().hex
-        s = _Session(handle, config, request.graph_def)
+        s = _Session(handle, config, request.graph_def, self._kernels)
         tasks = self._tasks_for(s.filters)  # validates the filters now rather than at the first step
         limit = [t for t in (deadline_s, s.config.operation_timeout_in_ms / 1000.0 if s.config is not None
                              and s.config.operation_timeout_in_ms > 0 else None) if t is not None]
@@ -394,7 +391,7 @@ class Master:
         if incarnations != s.incarnations:
             stale = list(s.steps.values())
             s.steps = {}
-            s.placed = None
+            s.state.invalidate()
             if stale:
                 self._pool.submit(lambda: self._deregister(s.handle, stale))
         s.devices, s.incarnations, s.unreachable = devices, incarnations, unreachable
@@ -412,21 +409,14 @@ class Master:
                                 type_priority=self._type_priority)
 
     def _placed(self, s: _Session):
-        """The whole graph placed over the session's devices, once per (graph version, devices)."""
+        """The whole graph placed over the session's devices, once per (graph version, devices);
+        nodes without a job go to the client's task (`apply_default_task`)."""
         key = (s.version, tuple(sorted(s.incarnations.items())))
-        if s.placed is not None and s.placed_key == key:
-            return s.placed
-        pinned = type(s.graph_def)()
-        pinned.CopyFrom(s.graph_def)
-        for nd in pinned.node:
-            dev = s.stateful_devices.get(nd.name)
-            if dev is not None and dev in s.by_name:
-                nd.device = dev
-        pinned = apply_default_task(pinned, task_of(s.client_device))
         try:
-            placed = place(pinned, s.devices, self._kernels, self._placement_options(s))
+            return s.state.placed(s.graph_def, s.devices, self._placement_options(s), key,
+                                  transform=lambda gd: apply_default_task(gd, task_of(s.client_device)))
         except errors.InvalidArgumentError as e:
-            blamed = blame_unreachable(pinned, s) if s.unreachable else None
+            blamed = blame_unreachable(s.graph_def, s) if s.unreachable else None
             if blamed is None:
                 raise
             node, task = blamed
@@ -434,11 +424,6 @@ class Master:
             raise errors.UnavailableError(
                 None, None, f"Cannot place node {node.name} on '{node.device}': task {task} is "
                 f"unreachable ({s.unreachable[task].message})") from e
-        for nd in placed.node:
-            if op_def_registry.get(nd.op).stateful:
-                s.stateful_devices[nd.name] = nd.device
-        s.placed, s.placed_key = placed, key
-        return placed
 
     def _prepare(self, s: _Session, sig: tuple, pull: bool = False) -> _StepPlan:
         with s.lock:
@@ -453,13 +438,10 @@ class Master:
             if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
                 self._refresh_devices(s)
             feeds, fetches, targets = sig
-            placed = self._placed(s)
-            pruned = prune(placed, feeds, fetches, targets, client_device=s.client_device)
-            level = fusion.jit_level(s.config)
-            pruned = remapper.remap(pruned, s.by_name, self._kernels, level)
-            pruned = fusion.fuse_elementwise(pruned, s.by_name, self._kernels, level)
-            graphs, routes = step_routes.route(group_by_task(partition(pruned, s.incarnations)),
-                                               task_of(s.client_device), pull, s.incarnations)
+            _, parts = s.state.step(self._placed(s), feeds, fetches, targets, s.client_device,
+                                    s.by_name, s.incarnations)
+            graphs, routes = step_routes.route(group_by_task(parts), task_of(s.client_device), pull,
+                                               s.incarnations)
             tasks = sorted(graphs, key=task_sort_key)
             got = self._call_tasks(
                 tasks, "register_graph",
@@ -510,16 +492,16 @@ class Master:
         if not plan.tasks:
             return resp
         step_id, reqs, timeout_ms = self._run_graph_requests(s, plan, request, options)
-        failed = True
         try:
             results = self._run_tasks(s, plan, step_id, reqs, timeout_ms)
-            failed = False
-        except errors.OpError as e:
+        except BaseException as e:
             if isinstance(e, REFRESH_ERRORS):
                 s.refresh = True
+            self._cleanup(plan.tasks, step_id)
             raise
-        finally:
-            self._cleanup(plan.tasks if failed else plan.rendezvous_tasks, step_id)
+        # After a successful step each worker has dropped the step's state itself (the last of its
+        # sent values taken, its RunGraph done: `Worker._retire_if_done`): no CleanupGraph calls,
+        # which were three RPCs of every asynchronous training step with two ps tasks.
         fetch = request.fetch
         fetched = [None] * len(fetch)
         for task, indices in plan.routes.fetches.items():

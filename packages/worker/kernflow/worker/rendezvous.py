@@ -4,10 +4,11 @@ A key names its producer first (``send_device;incarnation;recv_device;tensor_nam
 `kernflow.core.runtime.rendezvous.create_key`). `WorkerRendezvous.send` always stores locally: a
 value another task needs stays here until that task pulls it with RecvTensor. `recv_async` of a key
 whose producer is on this task waits locally; otherwise it pulls the tensor from the producer's task
-on a background thread (a RecvTensor call, assembled from chunks), so no executor thread ever waits
-for the network. `abort` wakes every local waiter and every pull in flight with the error at once;
-a pull that is still talking to its peer finishes in the background (its call has a deadline) and
-its result is dropped.
+on a background thread, so no executor thread ever waits for the network. A pull goes through the
+transport the worker chose for that task (`kernflow.client.transports.PeerTransports`: "shm" on the
+same host, else "grpc", or a plugin's); a failed pull makes the worker choose again for the next.
+`abort` wakes every local waiter and every pull in flight with the error at once, and cancels the
+pulls' calls (they are registered on the step's `CancellationManager`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class WorkerRendezvous:
         step_id: the step.
         owner: the `Worker`; it provides ``is_local_device(name)``, ``device_by_name(name)``,
             ``pull_client(task_name)``, ``task_of(device_name)``, ``pull_pool`` (an executor with
-            ``submit``) and ``recv_timeout_s``.
+            ``submit``), ``transports`` (a `PeerTransports`) and ``recv_timeout_s``.
 
     Attributes:
         states: the `DataflowState`s of this step currently running here (for `AbortStep`).
@@ -75,6 +76,7 @@ class WorkerRendezvous:
         self._error: Exception | None = None
         self.states: list = []
         self.active_runs = 0
+        self.runs_done = 0
         self.last_used = time.monotonic()
         self.deadline: float | None = None
         self.trace_context = None
@@ -152,6 +154,12 @@ class WorkerRendezvous:
     def error(self) -> Exception | None:
         """The abort error, or None while the step is healthy."""
         return self._error
+
+    def holds_nothing(self) -> bool:
+        """True when no value waits to be received, no receive waits for a value and no pull is in
+        flight (and the step was not aborted): nothing more can happen here without a new RunGraph."""
+        with self._lock:
+            return self._error is None and not self._values and not self._waiters and not self._pulls
 
     # ------------------------------------------------------------------ local receives
     def recv_local(self, key: str, callback) -> None:
@@ -238,32 +246,29 @@ class WorkerRendezvous:
 
     def _fetch(self, key: str, send_device: str):
         """Pulls `key` from its producer's task; returns (value, is_dead, OpError or None)."""
-        from kernflow.client import codec
-        from kernflow.client.protobuf import worker_pb2
-        task = "?"
+        task, peer = "?", None
         try:
             task = self._owner.task_of(send_device)
-            client = self._owner.pull_client(task)
+            peer = self._owner.pull_client(task)
             if self.deadline is not None:
                 # A little beyond the step's deadline, so that the step's own timeout (which says
                 # so) is reported rather than the pull's.
                 timeout = self.deadline - time.monotonic() + PULL_GRACE_S
             else:
                 timeout = self._owner.recv_timeout_s
-            req = worker_pb2.RecvTensorRequest(step_id=self.step_id, rendezvous_key=key)
-            raw = getattr(client, "recv_tensor_raw", None)
-            if raw is not None:   # a gRPC peer: the payload is copied once, into the result
-                R = worker_pb2.RecvTensorResponse
-                stream = (codec.split_content(b, R) for b in raw(req, timeout=timeout))
-            else:
-                stream = client.recv_tensor(req, timeout=timeout)
-            value, is_dead = codec.assemble_recv_chunks(stream)
+            transport = self._owner.transports.get(task, peer, timeout)
+            if self.trace_context is not None:
+                from opentelemetry import trace
+                trace.get_current_span().set_attribute("kernflow.transport", transport.name)
+            value, is_dead = transport.recv(peer, self.step_id, key, timeout, self.cancellation)
             fields = key.split(";")
             if not is_dead and device_type_of(fields[0]) == device_type_of(fields[2]):
                 # The _Recv kernel expects the value in its device's memory when both ends are of
                 # one kind (it converts itself otherwise).
                 value = self._owner.device_by_name(fields[2]).to_device(value)
         except Exception as e:  # noqa: BLE001 - delivered to the waiting _Recv as a TF error
+            if peer is not None and self._error is None:
+                self._owner.transports.forget(task, peer)   # chosen again for the next pull
             return None, False, _as_op_error(e, f"receiving {key!r} from {task}")
         return value, is_dead, None
 

@@ -2,7 +2,8 @@
 
 It serves, on the task's address, the worker service for this task's devices and a master whose
 workers are every task of the cluster (this task's own worker is called in process, the others over
-gRPC), so ``grpc://`` + any task's address is a session target, as in TF. kernflow-worker registers it
+gRPC), so ``grpc://`` + any task's address is a session target, as in TF. A session of this same
+process that targets it calls the master in process (TF's LocalMaster). kernflow-worker registers it
 for the protocol "grpc" through `kernflow_register_servers`; `kernflow.core.train.server_lib.Server`
 checks the arguments and delegates to it.
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import threading
 
+from kernflow.client import local_master
 from kernflow.client.worker_client import GrpcWorkerClient
 from kernflow.core.framework import device_spec
 from kernflow.core.train.server_lib import ClusterSpec
+from kernflow.master.local import LocalMasterClient
 from kernflow.master.master import Master
 from kernflow.master.server import MasterServer
 from kernflow.worker.servicer import WorkerServicer, add_to_server
@@ -50,6 +53,7 @@ class GrpcTaskServer:
         if int(port) == 0:  # a local server: the real port replaces 0 in the cluster spec
             self._cluster = _with_address(cluster, job_name, task_index, f"{host}:{self._server.port}")
         self._host = host
+        self._local = None
 
     def _bind(self, host: str, port: int) -> MasterServer:
         def add_worker_service(grpc_server):
@@ -88,8 +92,15 @@ class GrpcTaskServer:
         return self._cluster
 
     def start(self) -> None:
-        """Starts serving (idempotent)."""
+        """Starts serving (idempotent). Sessions of this process that target this server then call
+        its master in process (`kernflow.client.local_master`)."""
         self._server.start()
+        if self._local is None:
+            self._local = LocalMasterClient(self._master, self._address())
+            local_master.register(self._address(), self._local)
+
+    def _address(self) -> str:
+        return f"{self._host}:{self._server.port}"
 
     def join(self, timeout=None) -> None:
         """Blocks until the server stops, or `timeout` seconds."""
@@ -97,6 +108,9 @@ class GrpcTaskServer:
 
     def stop(self) -> None:
         """Stops serving, aborts running steps and closes the master's sessions."""
+        if self._local is not None:
+            local_master.unregister(self._address(), self._local)
+            self._local = None
         self._server.stop(0.5)
         try:
             self._master.close()

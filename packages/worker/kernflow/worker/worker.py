@@ -43,6 +43,7 @@ from opentelemetry import trace as _otel
 
 from kernflow.client import channels
 from kernflow.client import codec
+from kernflow.client import transports as _transports
 from kernflow.client.protocol import PROTOCOL_VERSION
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
@@ -152,6 +153,7 @@ class Worker:
         self._handle_ids = itertools.count(1)
         self._local_cache: dict[str, bool] = {}
         self._clients: dict[str, object] = {}
+        self.transports = _transports.PeerTransports()   # how pulls reach each other task
         self._closed = False
 
     def __repr__(self):
@@ -210,12 +212,14 @@ class Worker:
 
     # ------------------------------------------------------------------ status
     def get_status(self, req=None, timeout=None) -> worker_pb2.GetStatusResponse:
-        """Returns the task's devices, job, task index and protocol version."""
+        """Returns the task's devices, job, task index, protocol version, host id and transports
+        (each with its answer to the caller's probe in `req`)."""
         resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task, protocol_version=PROTOCOL_VERSION)
         for d in self.devices:
             resp.device_attributes.add(name=d.name, device_type=d.device_type,
                                        memory_limit=int(d.memory_limit_bytes or 0),
                                        incarnation=int(d.incarnation))
+        _transports.fill_status(resp, req)
         return resp
 
     # ------------------------------------------------------------------ graphs
@@ -458,12 +462,28 @@ class Worker:
             finished.append(True)
             with self._lock:
                 rdv.active_runs -= 1
+                rdv.runs_done += 1
                 rdv.last_used = time.monotonic()
                 if g.self_contained and rdv.active_runs == 0 and self._steps.get(req.step_id) is rdv:
                     # No other task can pull from or push to this step here: its state ends with
                     # this call, and the master sends no CleanupGraph for it.
                     del self._steps[req.step_id]
+        self._retire_if_done(req.step_id, rdv)
         return self._response(g, recv_key, results, collector)
+
+    def _retire_if_done(self, step_id: int, rdv: WorkerRendezvous) -> None:
+        """Drops a step's state once its RunGraph calls here have finished and every value they sent
+        was received (the end of a successful step), so the master sends no CleanupGraph after a
+        successful RunStep. A RecvTensor of the step arriving later fails at once (AbortedError):
+        everything this task sent for the step was already taken."""
+        if rdv.active_runs or not rdv.runs_done:
+            return
+        with self._lock:
+            if rdv.active_runs == 0 and self._steps.get(step_id) is rdv and rdv.holds_nothing():
+                del self._steps[step_id]
+                self._cleaned[step_id] = None
+                while len(self._cleaned) > _CLEANED_MEMORY:
+                    self._cleaned.popitem(last=False)
 
     @staticmethod
     def _response(g: _Graph, recv_key, results, collector) -> worker_pb2.RunGraphResponse:
@@ -608,11 +628,16 @@ class Worker:
         span.set_attribute("kernflow.step_id", req.step_id)
         span.set_attribute("kernflow.rendezvous_key", req.rendezvous_key)
         try:
-            n = 0
+            n, via = 0, "grpc"
             for buf in self._recv_tensor(req, timeout, on_cancel):
-                n += len(codec.split_content(buf, worker_pb2.RecvTensorResponse)[1])
+                msg, content = codec.split_content(buf, worker_pb2.RecvTensorResponse)
+                if msg.transport_payload:   # carried by the transport the caller chose
+                    n, via = n + msg.total_bytes, req.transport
+                else:
+                    n += len(content)
                 yield buf
             span.set_attribute("kernflow.bytes", n)
+            span.set_attribute("kernflow.transport", via)
         except BaseException as e:
             span.record_exception(e)
             span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
@@ -653,8 +678,14 @@ class Worker:
         value, is_dead, err = box[0]
         if err is not None:
             raise err
+        self._retire_if_done(req.step_id, rdv)
         if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
             value = send_dev.to_host(value)   # still in the sender's device memory
+        if req.transport:   # the transport the caller chose answers, or declines (then in-band)
+            answer = _transports.serve(req, value, is_dead, rdv.cancellation)
+            if answer is not None:
+                yield from answer
+                return
         yield from codec.encode_recv_chunks(value, is_dead)
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:

@@ -34,11 +34,28 @@ class NamedTensor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("transport_probes",)
+    class TransportProbesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    TRANSPORT_PROBES_FIELD_NUMBER: _ClassVar[int]
+    transport_probes: _containers.ScalarMap[str, bytes]
+    def __init__(self, transport_probes: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+
+class TransportOffer(_message.Message):
+    __slots__ = ("name", "params")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params: bytes
+    def __init__(self, name: _Optional[str] = ..., params: _Optional[bytes] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +67,8 @@ class GetStatusResponse(_message.Message):
     LAST_ERROR_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORTS_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
@@ -61,7 +80,9 @@ class GetStatusResponse(_message.Message):
     last_error_time_ms: int
     start_time_ms: int
     protocol_version: int
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+    host_id: str
+    transports: _containers.RepeatedCompositeFieldContainer[TransportOffer]
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")
@@ -126,28 +147,66 @@ class RunGraphResponse(_message.Message):
     def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ..., not_inline: _Optional[bool] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
-    __slots__ = ("step_id", "rendezvous_key")
+    __slots__ = ("step_id", "rendezvous_key", "transport", "transport_request")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     rendezvous_key: str
-    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ...) -> None: ...
+    transport: str
+    transport_request: bytes
+    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ..., transport: _Optional[str] = ..., transport_request: _Optional[bytes] = ...) -> None: ...
 
 class RecvTensorResponse(_message.Message):
-    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val")
+    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "transport_payload")
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     IS_DEAD_FIELD_NUMBER: _ClassVar[int]
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     STRING_VAL_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     dtype: _types_pb2.DataType
     shape: _tensor_shape_pb2.TensorShapeProto
     content: bytes
     is_dead: bool
     total_bytes: int
     string_val: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    transport_payload: bytes
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., transport_payload: _Optional[bytes] = ...) -> None: ...
+
+class ShmOffer(_message.Message):
+    __slots__ = ("probe_answer", "uid")
+    PROBE_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    probe_answer: str
+    uid: int
+    def __init__(self, probe_answer: _Optional[str] = ..., uid: _Optional[int] = ...) -> None: ...
+
+class ShmRecvRequest(_message.Message):
+    __slots__ = ("segment",)
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    segment: str
+    def __init__(self, segment: _Optional[str] = ...) -> None: ...
+
+class ShmTensor(_message.Message):
+    __slots__ = ("dtype", "shape", "segment", "size")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    dtype: _types_pb2.DataType
+    shape: _tensor_shape_pb2.TensorShapeProto
+    segment: str
+    size: int
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., segment: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ShmProgress(_message.Message):
+    __slots__ = ("written",)
+    WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    written: int
+    def __init__(self, written: _Optional[int] = ...) -> None: ...
 
 class CleanupGraphRequest(_message.Message):
     __slots__ = ("step_id",)

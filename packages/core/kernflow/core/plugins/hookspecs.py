@@ -54,10 +54,13 @@ def kernflow_register_optimizers(registry):
 
 @hookspec
 def kernflow_register_transports(registry):
-    """Add rendezvous transports: ``registry.register(scheme, factory)``.
+    """Add tensor transports: ``registry.register(name, factory, priority=0)``.
 
-    Called when a runtime builds its rendezvous. ``factory(**options)`` returns an object with the
-    `Rendezvous` interface (send, recv_async, abort).
+    Called the first time a process negotiates a transport with a peer task or answers GetStatus.
+    ``factory()`` returns a `kernflow.core.runtime.transport.Transport` (one per process): how a
+    tensor moves from the task that produced it to a task (or client) that receives it. Between two
+    tasks the transport of the highest priority that both serve and that reaches the peer is used,
+    "grpc" (kernflow-client) otherwise; see `kernflow.core.runtime.transport`.
     """
 
 

@@ -70,7 +70,7 @@ class Registries:
         self.kernels = r.KernelRegistry()
         self.devices = r.DeviceRegistry()
         self.optimizers = r.NamedRegistry("optimizer")
-        self.transports = r.NamedRegistry("transport")
+        self.transports = r.TransportRegistry()
         self.session_factories = r.NamedRegistry("session factory")
         self.servers = r.ServerRegistry()
         self.commands = r.CommandRegistry()

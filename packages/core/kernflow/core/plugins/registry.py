@@ -13,7 +13,7 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.framework.op_def_registry import call_site
 
 __all__ = ["OpRegistrar", "KernelDef", "KernelRegistry", "DeviceRegistry", "NamedRegistry",
-           "ServerRegistry", "CommandRegistry"]
+           "TransportRegistry", "ServerRegistry", "CommandRegistry"]
 
 
 class OpRegistrar:
@@ -206,7 +206,7 @@ class DeviceRegistry:
 
 
 class NamedRegistry:
-    """A name -> object registry (optimizers, transports, session factories)."""
+    """A name -> object registry (optimizers, session factories)."""
 
     def __init__(self, what: str):
         self._what = what
@@ -237,6 +237,45 @@ class NamedRegistry:
 
     def __contains__(self, name) -> bool:
         return name in self._items
+
+
+class TransportRegistry(NamedRegistry):
+    """Tensor transports by name, each with a priority (`kernflow.core.runtime.transport`)."""
+
+    def __init__(self):
+        super().__init__("transport")
+        self._priority: dict[str, int] = {}
+
+    def register(self, name: str, factory, priority: int = 0) -> None:
+        """Registers ``factory() -> Transport`` as `name`.
+
+        Args:
+            name: what tasks advertise in GetStatus and name in RecvTensor ("grpc", "shm").
+            factory: called once per process, when a task first negotiates with a peer or answers
+                GetStatus; returns a `kernflow.core.runtime.transport.Transport`.
+            priority: between two tasks, the transport of the highest priority that both serve
+                (and that can reach the peer) is used; ties go by name.
+
+        Raises:
+            ValueError: on a duplicate name (both call sites named) or an empty or malformed name.
+        """
+        if not name or not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"transport name {name!r}: use letters, digits, '-' and '_'")
+        site = call_site()
+        if name in self._items:
+            raise ValueError(f"transport {name!r} registered twice: first at {self._items[name][1]}, "
+                             f"again at {site}")
+        self._items[name] = (factory, site)
+        self._priority[name] = int(priority)
+
+    def by_priority(self) -> list[tuple[str, object]]:
+        """(name, factory) of every transport, highest priority first, ties by name."""
+        return [(n, self._items[n][0]) for n in sorted(self._items, key=lambda n: (-self._priority[n], n))]
+
+    def priority(self, name: str) -> int:
+        """The priority `name` was registered with (NotFoundError listing the names if none)."""
+        self.get(name)
+        return self._priority[name]
 
 
 # What to install for each server protocol kernflow ships, named when none is registered for it.
