@@ -397,3 +397,66 @@ def test_closed_worker_rejects_and_wakes(cluster):
     assert not th.is_alive() and box
     with pytest.raises(errors.UnavailableError):
         w1.run_graph(worker_pb2.RunGraphRequest(graph_handle="x", step_id=1))
+
+
+def test_one_recv_tensor_call_streams_several_keys_as_each_is_sent(cluster):
+    """`more_rendezvous_keys`: each value leaves as soon as it is sent (the consumer gets the first
+    while the second is not produced yet: a step's weights, then the control edge back from the
+    update they feed), numeric, string and dead values alike; the stream splits by key_number."""
+    from kernflow.client.grpc_transport import GrpcTransport
+    w0, w1 = cluster
+    inc = w1.devices[0].incarnation
+    keys = [create_key(CPU1, inc, CPU0, f"t{i}:0") for i in range(4)]
+    step = 21
+    rdv = w1._step(step)
+    big = np.arange(3 << 18, dtype=np.float32)           # 3 MiB: several chunks
+    rdv.send(keys[2], big)
+    got, first_seen = [], threading.Event()
+
+    def consume():
+        for i, value, dead in GrpcTransport().recv_many(w1, step, keys, timeout=10):
+            got.append((i, value, dead))
+            first_seen.set()
+    t = threading.Thread(target=consume)
+    t.start()
+    assert first_seen.wait(10), "the value already sent was not delivered before the others"
+    assert [g[0] for g in got] == [2]
+    rdv.send(keys[0], np.array([b"a", b"bc"], dtype=object))
+    rdv.send(keys[3], None, is_dead=True)
+    rdv.send(keys[1], np.float64(2.5))
+    t.join(10)
+    assert not t.is_alive()
+    by_key = {i: (v, d) for i, v, d in got}
+    np.testing.assert_array_equal(by_key[2][0], big)
+    assert by_key[0][0].tolist() == [b"a", b"bc"] and by_key[1][0] == 2.5
+    assert by_key[3] == (None, True)
+    # The consumer's rendezvous pulls a step's root Recvs of one producer in one such call.
+    step2 = 22
+    r1 = w1._step(step2)
+    r0 = w0._step(step2)
+    calls = []
+    raw = w1.recv_tensor_raw
+    w1.recv_tensor_raw = lambda req, *a, **kw: (calls.append(len(req.more_rendezvous_keys) + 1),
+                                                raw(req, *a, **kw))[1]
+    r0.prefetch([(k, CPU1) for k in keys])
+    for i, k in enumerate(keys):
+        r1.send(k, np.full(2, i, np.float32))
+    vals = []
+    for k in keys:
+        done = threading.Event()
+        r0.recv_async(k, lambda v, d, e, done=done: (vals.append((v, e)), done.set()))
+        assert done.wait(10)
+    assert [v.tolist() for v, e in vals] == [[i, i] for i in range(4)] and all(e is None for _, e in vals)
+    assert calls == [4]
+
+
+def test_several_keys_time_out_and_name_the_missing_one(cluster):
+    from kernflow.client.grpc_transport import GrpcTransport
+    w0, w1 = cluster
+    keys = [create_key(CPU1, w1.devices[0].incarnation, CPU0, f"u{i}:0") for i in range(2)]
+    w1._step(23).send(keys[0], np.ones(1, np.float32))
+    seen = []
+    with pytest.raises(errors.DeadlineExceededError, match="u1:0"):
+        for i, value, dead in GrpcTransport().recv_many(w1, 23, keys, timeout=0.3):
+            seen.append(i)
+    assert seen == [0]

@@ -13,6 +13,7 @@ pulls' calls (they are registered on the step's `CancellationManager`).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -20,6 +21,8 @@ import time
 from kernflow.core.framework import errors
 from kernflow.core.runtime.cancellation import CancellationManager
 from kernflow.core.runtime.resource_mgr import is_state_buffer
+from kernflow.core.runtime import transport as _transport
+from kernflow.core.runtime.transport import DEFAULT_TRANSPORT
 
 __all__ = ["WorkerRendezvous", "parse_key", "device_type_of", "PULL_GRACE_S"]
 
@@ -72,6 +75,10 @@ class WorkerRendezvous:
         self._values: dict[str, tuple] = {}     # key -> (value, is_dead)
         self._waiters: dict[str, list] = {}     # key -> [callback(value, is_dead, error)]
         self._pulls: dict[int, object] = {}     # pull id -> callback, while the pull is in flight
+        self._queued: dict[str, list] = {}      # producer task -> [(pull id, key, send device)] not yet taken
+        # Prefetched keys (`prefetch`): _PENDING while in flight, then (value, is_dead, error) until
+        # received; a callback when recv_async came first.
+        self._prefetch: dict[str, object] = {}
         self._pull_ids = itertools.count()
         self._error: Exception | None = None
         self.states: list = []
@@ -128,8 +135,41 @@ class WorkerRendezvous:
             return
         if local:
             self.recv_local(key, callback)
+            return
+        with self._lock:
+            got = self._prefetch.get(key)
+            if got is _PENDING:
+                self._prefetch[key] = callback    # delivered when the prefetch lands
+                return
+            if got is not None:
+                del self._prefetch[key]
+        if got is not None:
+            callback(*got)
         else:
             self._start_pull(key, send_device, callback)
+
+    def prefetch(self, items) -> None:
+        """Starts pulling (key, send device) pairs now, before any Recv asks for them (a step's root
+        Recvs from other tasks): queued together, the keys of one producer go in one call."""
+        tasks: set = set()
+        for key, send_device in items:
+            with self._lock:
+                if self._error is not None or key in self._prefetch:
+                    continue
+                self._prefetch[key] = _PENDING
+            self._start_pull(key, send_device, lambda v, d, e, key=key: self._landed(key, v, d, e), tasks)
+        for task in tasks:
+            self._submit_queued(task)
+
+    def _landed(self, key: str, value, is_dead, err) -> None:
+        with self._lock:
+            waiting = self._prefetch.get(key)
+            if callable(waiting):
+                del self._prefetch[key]
+            else:
+                self._prefetch[key] = (value, is_dead, err)
+                return
+        waiting(value, is_dead, err)
 
     def abort(self, error: Exception) -> None:
         """Fails every pending and future receive (local or remote) with `error`; the first wins."""
@@ -139,6 +179,9 @@ class WorkerRendezvous:
             self._error = error
             waiters, self._waiters = self._waiters, {}
             pulls, self._pulls = self._pulls, {}
+            self._queued.clear()
+            waiting = [cb for cb in self._prefetch.values() if callable(cb)]
+            self._prefetch.clear()
             self._values.clear()
             states = list(self.states)
         self.cancellation.cancel(error)
@@ -146,6 +189,8 @@ class WorkerRendezvous:
             for cb in cbs:
                 _call_quietly(cb, None, False, error)
         for cb in pulls.values():
+            _call_quietly(cb, None, False, error)
+        for cb in waiting:
             _call_quietly(cb, None, False, error)
         for st in states:
             st.abort(error)
@@ -159,7 +204,8 @@ class WorkerRendezvous:
         """True when no value waits to be received, no receive waits for a value and no pull is in
         flight (and the step was not aborted): nothing more can happen here without a new RunGraph."""
         with self._lock:
-            return self._error is None and not self._values and not self._waiters and not self._pulls
+            return self._error is None and not self._values and not self._waiters and not self._pulls \
+                and not self._prefetch
 
     # ------------------------------------------------------------------ local receives
     def recv_local(self, key: str, callback) -> None:
@@ -211,21 +257,109 @@ class WorkerRendezvous:
             self.states = [s for s in self.states if id(s) not in ids]
 
     # ------------------------------------------------------------------ remote receives
-    def _start_pull(self, key: str, send_device: str, callback) -> None:
+    def _start_pull(self, key: str, send_device: str, callback, hold: set | None = None) -> None:
+        """Queues a pull; the keys queued for one producer task until a pull thread takes them go
+        in one RecvTensor call (`_pull_queued`): the Recvs a partition starts together (a step's
+        weights from one ps, and the control edges back from its updates) cost one call, not one
+        each."""
+        try:
+            task = self._owner.task_of(send_device)
+        except Exception as e:  # noqa: BLE001 - delivered to the waiting _Recv as a TF error
+            callback(None, False, _as_op_error(e, f"receiving {key!r}"))
+            return
         with self._lock:
             err = self._error
             if err is None:
                 pid = next(self._pull_ids)
                 self._pulls[pid] = callback
                 self.last_used = time.monotonic()
+                queued = self._queued.get(task)
+                first = queued is None
+                if first:
+                    queued = self._queued[task] = []
+                queued.append((pid, key, send_device))
         if err is not None:
             callback(None, False, err)
             return
+        if not first:
+            return
+        if hold is not None:    # the caller queues more keys first, then calls `_submit_queued`
+            hold.add(task)
+            return
+        self._submit_queued(task)
+
+    def _submit_queued(self, task: str) -> None:
         try:
-            self._owner.pull_pool.submit(self._pull, pid, key, send_device)
+            self._owner.pull_pool.submit(self._pull_queued, task)
         except Exception as e:  # noqa: BLE001 - e.g. the pool was shut down with the worker
-            self._finish_pull(pid, None, False, errors.UnavailableError(
-                None, None, f"cannot receive {key!r}: worker is shutting down ({e})"))
+            with self._lock:
+                items = self._queued.pop(task, [])
+            for p, k, _ in items:
+                self._finish_pull(p, None, False, errors.UnavailableError(
+                    None, None, f"cannot receive {k!r}: worker is shutting down ({e})"))
+
+    def _pull_queued(self, task: str) -> None:
+        with self._lock:
+            items = self._queued.pop(task, [])
+        if len(items) == 1:
+            self._pull(*items[0])
+        elif items:
+            self._pull_many(task, items)
+
+    def _pull_many(self, task: str, items) -> None:
+        """Pulls several keys from `task` in one in-band call (the "grpc" transport's `recv_many`),
+        each value delivered as it arrives, whatever transport single pulls from `task` use: per
+        key, a call costs more than a same-host transport saves on the small tensors a step's
+        Recvs usually carry. Without `recv_many`, one pull each, concurrently."""
+        peer, done = None, set()
+        try:
+            peer = self._owner.pull_client(task)
+            timeout = self._pull_timeout()
+            many = getattr(_transport.get(DEFAULT_TRANSPORT), "recv_many", None)
+            if many is None:
+                for item in items[1:]:
+                    self._owner.pull_pool.submit(self._pull, *item)
+                self._pull(*items[0])
+                return
+            span = self._pull_span(f"{len(items)} keys")
+            with span if span is not None else _NO_SPAN:
+                for i, value, is_dead in many(peer, self.step_id, [k for _, k, _ in items], timeout,
+                                              self.cancellation):
+                    if not is_dead:
+                        value = self._to_receiver(items[i][1], value)
+                    done.add(i)
+                    self._finish_pull(items[i][0], value, is_dead, None)
+        except Exception as e:  # noqa: BLE001 - delivered to every waiting _Recv as a TF error
+            if peer is not None and self._error is None:
+                self._owner.transports.forget(task, peer)   # chosen again for the next pull
+            err = _as_op_error(e, f"receiving {len(items) - len(done)} tensors from {task}")
+            for i, (pid, _, _) in enumerate(items):
+                if i not in done:
+                    self._finish_pull(pid, None, False, err)
+
+    def _pull_timeout(self) -> float:
+        if self.deadline is not None:
+            # A little beyond the step's deadline, so that the step's own timeout (which says so)
+            # is reported rather than the pull's.
+            return self.deadline - time.monotonic() + PULL_GRACE_S
+        return self._owner.recv_timeout_s
+
+    def _pull_span(self, what: str):
+        """A "RecvTensor" client span of this step's trace (current while it is open), or None."""
+        if self.trace_context is None:
+            return None
+        from opentelemetry import trace
+        span = trace.get_tracer("kernflow.worker").start_as_current_span(
+            "RecvTensor", context=self.trace_context, kind=trace.SpanKind.CLIENT)
+        return _SpanWith(span, {"kernflow.step_id": self.step_id, "kernflow.rendezvous_key": what})
+
+    def _to_receiver(self, key: str, value):
+        """`value` in the receiving device's memory when both ends are of one kind (the _Recv kernel
+        expects that; it converts itself otherwise)."""
+        fields = key.split(";")
+        if device_type_of(fields[0]) == device_type_of(fields[2]):
+            return self._owner.device_by_name(fields[2]).to_device(value)
+        return value
 
     def _pull(self, pid: int, key: str, send_device: str) -> None:
         parent = self.trace_context
@@ -250,22 +384,14 @@ class WorkerRendezvous:
         try:
             task = self._owner.task_of(send_device)
             peer = self._owner.pull_client(task)
-            if self.deadline is not None:
-                # A little beyond the step's deadline, so that the step's own timeout (which says
-                # so) is reported rather than the pull's.
-                timeout = self.deadline - time.monotonic() + PULL_GRACE_S
-            else:
-                timeout = self._owner.recv_timeout_s
+            timeout = self._pull_timeout()
             transport = self._owner.transports.get(task, peer, timeout)
             if self.trace_context is not None:
                 from opentelemetry import trace
                 trace.get_current_span().set_attribute("kernflow.transport", transport.name)
             value, is_dead = transport.recv(peer, self.step_id, key, timeout, self.cancellation)
-            fields = key.split(";")
-            if not is_dead and device_type_of(fields[0]) == device_type_of(fields[2]):
-                # The _Recv kernel expects the value in its device's memory when both ends are of
-                # one kind (it converts itself otherwise).
-                value = self._owner.device_by_name(fields[2]).to_device(value)
+            if not is_dead:
+                value = self._to_receiver(key, value)
         except Exception as e:  # noqa: BLE001 - delivered to the waiting _Recv as a TF error
             if peer is not None and self._error is None:
                 self._owner.transports.forget(task, peer)   # chosen again for the next pull
@@ -277,6 +403,26 @@ class WorkerRendezvous:
             cb = self._pulls.pop(pid, None)
         if cb is not None:  # None: the step was aborted meanwhile and the callback already ran
             cb(value, is_dead, err)
+
+
+class _SpanWith:
+    """A span context manager that sets attributes once entered."""
+
+    def __init__(self, cm, attrs):
+        self._cm, self._attrs = cm, attrs
+
+    def __enter__(self):
+        span = self._cm.__enter__()
+        for k, v in self._attrs.items():
+            span.set_attribute(k, v)
+        return span
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+_NO_SPAN = contextlib.nullcontext()
+_PENDING = object()
 
 
 def _as_op_error(e: Exception, what: str) -> errors.OpError:

@@ -34,6 +34,7 @@ import concurrent.futures
 import dataclasses
 import itertools
 import os
+import queue
 import secrets
 import threading
 import time
@@ -54,6 +55,7 @@ from kernflow.core.plugins import manager
 from kernflow.core.protobuf import graph_pb2
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
+from kernflow.core.runtime.rendezvous import create_key
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of, parse_key
@@ -90,6 +92,9 @@ class _Graph:
     # The graph's one plan when it is self-contained, on a CPU, and runs straight-line: a step of
     # it needs no rendezvous (nothing can push to, pull from, or block in it).
     inline: _DevicePlan | None = None
+    # (rendezvous key, send device) of every _Recv with no inputs whose sender is another task: what
+    # a step of the graph will pull at once, so it is pulled before the executor gets to it.
+    prefetch: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         if self.self_contained and len(self.plans) == 1:
@@ -303,7 +308,13 @@ class Worker:
             handle = f"{self.job}-{self.task}-g{next(self._handle_ids)}-{secrets.token_hex(4)}"
             g = _Graph(handle, session, plans, [nd.attr["T"].type for _, nd in args],
                        [nd.name for _, nd in rets],
-                       not any(nd.op in ("_Send", "_Recv") for nd in gd.node))
+                       not any(nd.op in ("_Send", "_Recv") for nd in gd.node),
+                       prefetch=[(create_key(nd.attr["send_device"].s.decode(),
+                                             nd.attr["send_device_incarnation"].i,
+                                             nd.attr["recv_device"].s.decode(),
+                                             nd.attr["tensor_name"].s.decode()), nd.attr["send_device"].s.decode())
+                                 for nd in gd.node if nd.op == "_Recv" and not nd.input
+                                 and not self.is_local_device(nd.attr["send_device"].s.decode())])
             with self._lock:
                 self._graphs[handle] = g
                 sess["graphs"].add(handle)
@@ -456,6 +467,8 @@ class Worker:
                     rdv.abort(errors.CancelledError(None, None, f"step {req.step_id} on "
                                                     f"{self.task_name}: RunGraph caller went away"))
             on_cancel(caller_gone)
+        if g.prefetch:
+            rdv.prefetch(g.prefetch)
         try:
             results = self._execute(g, feeds, rdv, collector, limit_s)
         finally:
@@ -646,6 +659,9 @@ class Worker:
             span.end()
 
     def _recv_tensor(self, req, timeout, on_cancel):
+        if req.more_rendezvous_keys:
+            yield from self._recv_many(req, timeout, on_cancel)
+            return
         fields = parse_key(req.rendezvous_key)
         if not self.is_local_device(fields[0]):
             raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
@@ -687,6 +703,70 @@ class Worker:
                 yield from answer
                 return
         yield from codec.encode_recv_chunks(value, is_dead)
+
+    def _recv_many(self, req, timeout, on_cancel):
+        """RecvTensor of several keys of one step (`more_rendezvous_keys`): each value's messages as
+        soon as it is sent here, its first message marked with `key_number` (1 + the key's index).
+        In-band only. The wait for all of them is bounded by `timeout` (default `recv_timeout_s`)."""
+        keys = [req.rendezvous_key, *req.more_rendezvous_keys]
+        if req.transport:
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a call of "
+                                              f"{len(keys)} keys takes no transport ({req.transport!r})")
+        if len(set(keys)) != len(keys):
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a key is "
+                                              f"repeated in {keys}")
+        ends = []
+        for key in keys:
+            fields = parse_key(key)
+            if not self.is_local_device(fields[0]):
+                raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
+                                                  f"{key!r}: its sender is not on this task")
+            ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
+        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        rdv = self._step(req.step_id, for_recv=True)
+        got: queue.SimpleQueue = queue.SimpleQueue()
+        callbacks = [lambda value, is_dead, err, i=i: got.put((i, value, is_dead, err))
+                     for i in range(len(keys))]
+        pending = set(range(len(keys)))
+
+        def withdraw(make_error) -> None:
+            for i in list(pending):
+                if rdv.cancel_local(keys[i], callbacks[i]):
+                    callbacks[i](None, False, make_error(keys[i]))
+
+        for key, cb in zip(keys, callbacks):
+            rdv.recv_local(key, cb)
+        if on_cancel is not None:
+            on_cancel(lambda: withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) "
+                                                                       f"cancelled")))
+        deadline = time.monotonic() + wait_s
+        timed_out = False
+        try:
+            while pending:
+                try:
+                    i, value, is_dead, err = got.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    if timed_out:
+                        raise errors.InternalError(None, None, f"RecvTensor of {keys} lost a value") from None
+                    timed_out = True
+                    withdraw(lambda k: errors.DeadlineExceededError(
+                        None, None, f"{self.task_name}: tensor {k!r} of step {req.step_id} was not "
+                        f"produced within {wait_s:g} s"))
+                    deadline = time.monotonic() + 5.0   # values taken by a send at this instant
+                    continue
+                pending.discard(i)
+                if err is not None:
+                    raise err
+                send_dev, recv_type = ends[i]
+                if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
+                    value = send_dev.to_host(value)
+                marker = _key_number_field(i + 1)
+                for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
+                    yield chunk + marker if n == 0 else chunk
+        finally:
+            if pending:   # the call ended early (an error, or the caller went away)
+                withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
+        self._retire_if_done(req.step_id, rdv)
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
         """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""
@@ -742,6 +822,17 @@ class Worker:
             r.abort(err)
         self.pull_pool.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown()
+
+
+def _key_number_field(n: int) -> bytes:
+    """RecvTensorResponse.key_number (field 8, varint) = n, serialized: appended to a message's
+    bytes it sets the field (protobuf merges concatenated messages)."""
+    out = bytearray(b"\x40")
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
 
 
 def _waiting_on(states) -> str:

@@ -147,19 +147,21 @@ class RunGraphResponse(_message.Message):
     def __init__(self, recv: _Optional[_Iterable[_Union[NamedTensor, _Mapping]]] = ..., step_stats: _Optional[_Union[_step_stats_pb2.StepStats, _Mapping]] = ..., status_code: _Optional[int] = ..., status_error_message: _Optional[str] = ..., cost_graph: _Optional[_Union[_cost_graph_pb2.CostGraphDef, _Mapping]] = ..., not_inline: _Optional[bool] = ...) -> None: ...
 
 class RecvTensorRequest(_message.Message):
-    __slots__ = ("step_id", "rendezvous_key", "transport", "transport_request")
+    __slots__ = ("step_id", "rendezvous_key", "transport", "transport_request", "more_rendezvous_keys")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    MORE_RENDEZVOUS_KEYS_FIELD_NUMBER: _ClassVar[int]
     step_id: int
     rendezvous_key: str
     transport: str
     transport_request: bytes
-    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ..., transport: _Optional[str] = ..., transport_request: _Optional[bytes] = ...) -> None: ...
+    more_rendezvous_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, step_id: _Optional[int] = ..., rendezvous_key: _Optional[str] = ..., transport: _Optional[str] = ..., transport_request: _Optional[bytes] = ..., more_rendezvous_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecvTensorResponse(_message.Message):
-    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "transport_payload")
+    __slots__ = ("dtype", "shape", "content", "is_dead", "total_bytes", "string_val", "transport_payload", "key_number")
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +169,7 @@ class RecvTensorResponse(_message.Message):
     TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     STRING_VAL_FIELD_NUMBER: _ClassVar[int]
     TRANSPORT_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    KEY_NUMBER_FIELD_NUMBER: _ClassVar[int]
     dtype: _types_pb2.DataType
     shape: _tensor_shape_pb2.TensorShapeProto
     content: bytes
@@ -174,7 +177,8 @@ class RecvTensorResponse(_message.Message):
     total_bytes: int
     string_val: _containers.RepeatedScalarFieldContainer[bytes]
     transport_payload: bytes
-    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., transport_payload: _Optional[bytes] = ...) -> None: ...
+    key_number: int
+    def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., transport_payload: _Optional[bytes] = ..., key_number: _Optional[int] = ...) -> None: ...
 
 class ShmOffer(_message.Message):
     __slots__ = ("probe_answer", "uid")
