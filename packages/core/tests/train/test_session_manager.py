@@ -119,7 +119,11 @@ def test_waits_start_short_and_back_off_to_recovery_wait_secs(model, monkeypatch
     short = kf.train.SessionManager(recovery_wait_secs=0.1)._waits()
     assert [next(short) for _ in range(3)] == [0.1, 0.1, 0.1]
     slept = []
-    monkeypatch.setattr(session_manager.time, "sleep", slept.append)
+    # `time.sleep` is process-wide: other threads (a watchdog an earlier test started) keep sleeping
+    # for real, or they would spin and fill the list.
+    me, real_sleep = threading.get_ident(), time.sleep
+    monkeypatch.setattr(session_manager.time, "sleep",
+                        lambda s: slept.append(s) if threading.get_ident() == me else real_sleep(s))
     with pytest.raises(errors.DeadlineExceededError):
         sm.wait_for_session("", max_wait_secs=5)   # sleep is a no-op: a pause of 8 s passes 5 s
     assert slept == [0.25, 0.5, 1, 2, 4]
