@@ -134,13 +134,7 @@ def tf_measure(args, nbytes: int) -> dict:
                 results[f"fetch_{args.mib}mib_master_on_task1"] = {
                     "MB_per_s": nbytes / statistics.median(times) / 1e6, "ms": statistics.median(times) * 1e3}
     finally:
-        for p in children:
-            p.stdin.close()
-        for p in children:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(children)
     return {"tensorflow": tf.__version__, "results": results}
 
 
@@ -151,6 +145,17 @@ def _run_tensorflow(tf_python: str, argv: list[str]) -> dict | None:
         print(f"TensorFlow run failed:\n{r.stderr[-3000:]}", file=sys.stderr)
         return None
     return json.loads(r.stdout)
+
+
+def _stop(children) -> None:
+    """Closes the children's stdin (they stop serving) and waits for them; kills a stuck one."""
+    for p in children:
+        p.stdin.close()
+    for p in children:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def _spawn(args) -> tuple[subprocess.Popen, str]:
@@ -283,13 +288,7 @@ def main(argv=None) -> int:
                     results[f"fetch_{args.mib}mib_relayed_by_master"] = _fetch_result(r, nbytes)
         channel.close()
     finally:
-        for p in children:
-            p.stdin.close()
-        for p in children:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(children)
     if args.tf_python:
         passed, skip = [], False
         for a in (argv if argv is not None else sys.argv[1:]):

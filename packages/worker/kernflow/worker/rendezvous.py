@@ -321,8 +321,7 @@ class WorkerRendezvous:
                     self._owner.pull_pool.submit(self._pull, *item)
                 self._pull(*items[0])
                 return
-            span = self._pull_span(f"{len(items)} keys")
-            with span if span is not None else _NO_SPAN:
+            with self._pull_span(f"{len(items)} keys"):
                 for i, value, is_dead in many(peer, self.step_id, [k for _, k, _ in items], timeout,
                                               self.cancellation):
                     if not is_dead:
@@ -344,14 +343,19 @@ class WorkerRendezvous:
             return self.deadline - time.monotonic() + PULL_GRACE_S
         return self._owner.recv_timeout_s
 
+    @contextlib.contextmanager
     def _pull_span(self, what: str):
-        """A "RecvTensor" client span of this step's trace (current while it is open), or None."""
+        """A "RecvTensor" client span of this step's trace, current on this pull thread so the call
+        carries it to the peer; yields None when the step is not traced."""
         if self.trace_context is None:
-            return None
+            yield None
+            return
         from opentelemetry import trace
-        span = trace.get_tracer("kernflow.worker").start_as_current_span(
-            "RecvTensor", context=self.trace_context, kind=trace.SpanKind.CLIENT)
-        return _SpanWith(span, {"kernflow.step_id": self.step_id, "kernflow.rendezvous_key": what})
+        with trace.get_tracer("kernflow.worker").start_as_current_span(
+                "RecvTensor", context=self.trace_context, kind=trace.SpanKind.CLIENT) as span:
+            span.set_attribute("kernflow.step_id", self.step_id)
+            span.set_attribute("kernflow.rendezvous_key", what)
+            yield span
 
     def _to_receiver(self, key: str, value):
         """`value` in the receiving device's memory when both ends are of one kind (the _Recv kernel
@@ -362,19 +366,13 @@ class WorkerRendezvous:
         return value
 
     def _pull(self, pid: int, key: str, send_device: str) -> None:
-        parent = self.trace_context
-        if parent is None:
+        if self.trace_context is None:
             value, is_dead, err = self._fetch(key, send_device)
         else:
-            from opentelemetry import trace
-            tracer = trace.get_tracer("kernflow.worker")
-            # Current on this pull thread, so the RecvTensor call carries it to the peer.
-            with tracer.start_as_current_span("RecvTensor", context=parent,
-                                              kind=trace.SpanKind.CLIENT) as span:
-                span.set_attribute("kernflow.step_id", self.step_id)
-                span.set_attribute("kernflow.rendezvous_key", key)
+            with self._pull_span(key) as span:
                 value, is_dead, err = self._fetch(key, send_device)
                 if err is not None:
+                    from opentelemetry import trace
                     span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(err).__name__}: {err}"))
         self._finish_pull(pid, value, is_dead, err)
 
@@ -405,23 +403,6 @@ class WorkerRendezvous:
             cb(value, is_dead, err)
 
 
-class _SpanWith:
-    """A span context manager that sets attributes once entered."""
-
-    def __init__(self, cm, attrs):
-        self._cm, self._attrs = cm, attrs
-
-    def __enter__(self):
-        span = self._cm.__enter__()
-        for k, v in self._attrs.items():
-            span.set_attribute(k, v)
-        return span
-
-    def __exit__(self, *exc):
-        return self._cm.__exit__(*exc)
-
-
-_NO_SPAN = contextlib.nullcontext()
 _PENDING = object()
 
 

@@ -1,0 +1,208 @@
+"""`RecvTensorService`: how a `Worker` serves RecvTensor (one key, or several in one call).
+
+A mixin of `kernflow.worker.worker.Worker`: it uses the worker's ``task_name``, ``recv_timeout_s``,
+``is_local_device``, ``device_by_name``, ``_step`` and ``_retire_if_done``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from opentelemetry import context as _otel_context
+from opentelemetry import trace as _otel
+
+from kernflow.client import channels
+from kernflow.client import codec
+from kernflow.client import transports as _transports
+from kernflow.client.protobuf import worker_pb2
+from kernflow.core.framework import errors
+from kernflow.worker.rendezvous import device_type_of, parse_key
+
+__all__ = ["RecvTensorService"]
+
+_tracer = _otel.get_tracer("kernflow.worker")
+_tracing = channels.tracing_active
+
+
+class RecvTensorService:
+    """The RecvTensor methods of a `Worker`."""
+
+    def recv_tensor(self, req, timeout=None, on_cancel=None, trace_context=None):
+        """Returns an iterator of the RecvTensorResponse chunks of the tensor a local _Send made.
+
+        Waits until the _Send of `req.rendezvous_key` happened in step `req.step_id` (registering
+        on the step's rendezvous, created here if this call comes before the step's RunGraph).
+
+        Args:
+            req: a `RecvTensorRequest`.
+            timeout: how long to wait, in seconds (default `recv_timeout_s`).
+            on_cancel: optional ``on_cancel(fn)`` that calls `fn` when the caller goes away (the
+                servicer passes `context.add_callback`); the wait then ends with CancelledError.
+            trace_context: the caller's OpenTelemetry context (the servicer passes the one from the
+                call metadata); default: the context current when this is called.
+
+        Raises (while iterating):
+            InvalidArgumentError: a malformed key, or one whose producer is not on this task.
+            DeadlineExceededError: nothing was sent in time. AbortedError (or the abort's error):
+            the step was aborted or already cleaned up.
+        """
+        R = worker_pb2.RecvTensorResponse
+        return (R.FromString(b) for b in self.recv_tensor_raw(req, timeout, on_cancel, trace_context))
+
+    def recv_tensor_raw(self, req, timeout=None, on_cancel=None, trace_context=None):
+        """`recv_tensor`, but yields each RecvTensorResponse serialized (what the gRPC servicer sends,
+        and what in-process pullers split with `codec.split_content`): the payload is copied at most
+        once on the way, and not at all for a variable's snapshot (`codec.encode_recv_chunks`)."""
+        if not _tracing():
+            return self._recv_tensor(req, timeout, on_cancel)
+        if trace_context is None:
+            trace_context = _otel_context.get_current()
+        return self._traced_recv_tensor(req, timeout, on_cancel, trace_context)
+
+    def _traced_recv_tensor(self, req, timeout, on_cancel, parent):
+        # A span started explicitly (never made current): a generator must not keep a context
+        # attached across its yields.
+        span = _tracer.start_span("Worker.RecvTensor", context=parent, kind=_otel.SpanKind.SERVER)
+        span.set_attribute("kernflow.task", self.task_name)
+        span.set_attribute("kernflow.step_id", req.step_id)
+        span.set_attribute("kernflow.rendezvous_key", req.rendezvous_key)
+        try:
+            n, via = 0, "grpc"
+            for buf in self._recv_tensor(req, timeout, on_cancel):
+                msg, content = codec.split_content(buf, worker_pb2.RecvTensorResponse)
+                if msg.transport_payload:   # carried by the transport the caller chose
+                    n, via = n + msg.total_bytes, req.transport
+                else:
+                    n += len(content)
+                yield buf
+            span.set_attribute("kernflow.bytes", n)
+            span.set_attribute("kernflow.transport", via)
+        except BaseException as e:
+            span.record_exception(e)
+            span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
+            raise
+        finally:
+            span.end()
+
+    def _recv_tensor(self, req, timeout, on_cancel):
+        if req.more_rendezvous_keys:
+            yield from self._recv_many(req, timeout, on_cancel)
+            return
+        fields = parse_key(req.rendezvous_key)
+        if not self.is_local_device(fields[0]):
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
+                                              f"{req.rendezvous_key!r}: its sender is not on this task")
+        send_dev = self.device_by_name(fields[0])
+        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        rdv = self._step(req.step_id, for_recv=True)
+        got = threading.Event()
+        box = []
+
+        def cb(value, is_dead, err):
+            box.append((value, is_dead, err))
+            got.set()
+
+        key = req.rendezvous_key
+        rdv.recv_local(key, cb)
+        if on_cancel is not None:
+            def cancel():
+                if rdv.cancel_local(key, cb):
+                    cb(None, False, errors.CancelledError(None, None, f"RecvTensor({key!r}) cancelled"))
+            on_cancel(cancel)
+        if not got.wait(wait_s):
+            if rdv.cancel_local(key, cb):
+                raise errors.DeadlineExceededError(
+                    None, None, f"{self.task_name}: tensor {key!r} of step {req.step_id} was not "
+                    f"produced within {wait_s:g} s")
+            got.wait(5.0)   # taken by a send or abort at this instant: its callback is running
+            if not box:
+                raise errors.InternalError(None, None, f"RecvTensor({key!r}) lost its value")
+        value, is_dead, err = box[0]
+        if err is not None:
+            raise err
+        self._retire_if_done(req.step_id, rdv)
+        if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
+            value = send_dev.to_host(value)   # still in the sender's device memory
+        if req.transport:   # the transport the caller chose answers, or declines (then in-band)
+            answer = _transports.serve(req, value, is_dead, rdv.cancellation)
+            if answer is not None:
+                yield from answer
+                return
+        yield from codec.encode_recv_chunks(value, is_dead)
+
+    def _recv_many(self, req, timeout, on_cancel):
+        """RecvTensor of several keys of one step (`more_rendezvous_keys`): each value's messages as
+        soon as it is sent here, its first message marked with `key_number` (1 + the key's index).
+        In-band only. The wait for all of them is bounded by `timeout` (default `recv_timeout_s`)."""
+        keys = [req.rendezvous_key, *req.more_rendezvous_keys]
+        if req.transport:
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a call of "
+                                              f"{len(keys)} keys takes no transport ({req.transport!r})")
+        if len(set(keys)) != len(keys):
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a key is "
+                                              f"repeated in {keys}")
+        ends = []
+        for key in keys:
+            fields = parse_key(key)
+            if not self.is_local_device(fields[0]):
+                raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
+                                                  f"{key!r}: its sender is not on this task")
+            ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
+        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        rdv = self._step(req.step_id, for_recv=True)
+        got: queue.SimpleQueue = queue.SimpleQueue()
+        callbacks = [lambda value, is_dead, err, i=i: got.put((i, value, is_dead, err))
+                     for i in range(len(keys))]
+        pending = set(range(len(keys)))
+
+        def withdraw(make_error) -> None:
+            for i in list(pending):
+                if rdv.cancel_local(keys[i], callbacks[i]):
+                    callbacks[i](None, False, make_error(keys[i]))
+
+        for key, cb in zip(keys, callbacks):
+            rdv.recv_local(key, cb)
+        if on_cancel is not None:
+            on_cancel(lambda: withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) "
+                                                                       f"cancelled")))
+        deadline = time.monotonic() + wait_s
+        timed_out = False
+        try:
+            while pending:
+                try:
+                    i, value, is_dead, err = got.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    if timed_out:
+                        raise errors.InternalError(None, None, f"RecvTensor of {keys} lost a value") from None
+                    timed_out = True
+                    withdraw(lambda k: errors.DeadlineExceededError(
+                        None, None, f"{self.task_name}: tensor {k!r} of step {req.step_id} was not "
+                        f"produced within {wait_s:g} s"))
+                    deadline = time.monotonic() + 5.0   # values taken by a send at this instant
+                    continue
+                pending.discard(i)
+                if err is not None:
+                    raise err
+                send_dev, recv_type = ends[i]
+                if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
+                    value = send_dev.to_host(value)
+                marker = _key_number_field(i + 1)
+                for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
+                    yield chunk + marker if n == 0 else chunk
+        finally:
+            if pending:   # the call ended early (an error, or the caller went away)
+                withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
+        self._retire_if_done(req.step_id, rdv)
+
+
+def _key_number_field(n: int) -> bytes:
+    """RecvTensorResponse.key_number (field 8, varint) = n, serialized: appended to a message's
+    bytes it sets the field (protobuf merges concatenated messages)."""
+    out = bytearray(b"\x40")
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
