@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import config_pb2
@@ -47,7 +48,6 @@ def test_graph_over_two_tasks_matches_embedded_bit_for_bit(make_cluster):
     s = c.session(g2)
     opts = config_pb2.RunOptions(output_partition_graphs=True)
     resp = s.run_raw([h2, out2], {x2: xv}, options=opts)
-    from kernflow.client import codec
     got_h, got_out = (codec.proto_to_tensor(t.tensor) for t in resp.tensor)
     assert got_h.tobytes() == want_h.tobytes() and got_out.tobytes() == want_out.tobytes()
     assert [t.name for t in resp.tensor] == [h2.name, out2.name]
@@ -493,3 +493,59 @@ def test_one_tensor_sent_to_the_same_device_of_two_tasks(make_cluster):
             b = a + 1.0
         out = a * b
     np.testing.assert_array_equal(c.session(g).run(out), [12.0, 42.0])
+
+
+def _feed_request(s, fetches, name, value):
+    s.sync()
+    req = master_pb2.RunStepRequest(session_handle=s.handle, fetch=[t.name for t in fetches])
+    codec.tensor_to_proto(value, out=req.feed.add(name=name).tensor)
+    return req
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_feed_contradicting_the_placeholder_is_refused_by_the_master(make_cluster, stream):
+    """The client library checks its feeds, but a RunStep may come from any client: the master
+    checks them against the graph too (once the signature is known, on every step)."""
+    c = make_cluster()
+    g, x, h, out = _model("/job:worker/task:1")
+    s = c.session(g)
+
+    def run(value):
+        req = _feed_request(s, [out], x.name, value)
+        return list(c.master.run_step_stream(req)) if stream else c.master.run_step(req)
+
+    run(np.ones((2, 4), np.float32))   # the signature's plan is cached from here on
+    calls = c.spies[T1].calls["run_graph"]
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        run(np.ones((2, 3), np.float32))
+    assert e.value.message == ("Cannot feed value of shape (2, 3) for Tensor x:0 of Placeholder 'x', "
+                               "which has shape (None, 4)")
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        run(np.ones((2, 4), np.int32))
+    assert e.value.message == ("Cannot feed value of dtype int32 for Tensor x:0 of Placeholder 'x', "
+                               "which has dtype float32")
+    assert c.spies[T1].calls["run_graph"] == calls   # refused before any worker ran
+    run(np.ones((5, 4), np.float32))
+
+
+def test_a_bad_feed_in_a_new_signature_is_refused_too(make_cluster):
+    c = make_cluster()
+    g, x, h, out = _model()
+    s = c.session(g)
+    with pytest.raises(errors.InvalidArgumentError, match=r"shape \(4,\) for Tensor x:0 of "
+                                                          r"Placeholder 'x', which has shape \(None, 4\)"):
+        c.master.run_step(_feed_request(s, [out], x.name, np.ones(4, np.float32)))
+
+
+def test_register_graph_refuses_an_input_index_out_of_range(make_cluster):
+    """A hand-built partition handed to a worker: InvalidArgumentError, not an IndexError."""
+    c = make_cluster()
+    g = kf.Graph()
+    with g.as_default():
+        kf.identity(kf.constant(1.0, name="k"), name="y")
+    gd = g.as_graph_def()
+    next(nd for nd in gd.node if nd.name == "y").input[0] = "k:5"
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        c.spies[T0].inner.register_graph(worker_pb2.RegisterGraphRequest(graph_def=gd))
+    assert e.value.message == ("Node 'y': Connecting to invalid output 5 of source node k which has "
+                               "1 outputs.")

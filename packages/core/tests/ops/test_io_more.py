@@ -100,6 +100,11 @@ def test_parse_tensor_errors():
     fed = kf.placeholder(kf.string)
     with pytest.raises(errors.InvalidArgumentError, match=r"scalar, got shape: \[2\]"):
         run(kf.parse_tensor(fed, kf.int32), {fed: [b"", b""]})
+    short = kf.make_tensor_proto([1, 2], kf.int32)
+    short.tensor_content = short.tensor_content[:4]   # int32[2] needs 8 bytes
+    with pytest.raises(errors.InvalidArgumentError, match="Invalid TensorProto: .*holds 4 bytes, "
+                                                          "expected 8"):
+        run(kf.parse_tensor(short.SerializeToString(), kf.int32))
 
 
 # ---------------------------------------------------------------------------- decode_compressed

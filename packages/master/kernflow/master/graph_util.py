@@ -6,13 +6,14 @@
 * `group_by_task`: core's `partition` returns one GraphDef per device; a worker receives one
   GraphDef per task, holding the partitions of all its devices.
 * `check_graph`: what CreateSession and ExtendSession refuse (nameless or duplicate nodes, unknown
-  ops).
+  ops, inputs naming no node or an output their producer does not have, a wrong input count).
 """
 
 from __future__ import annotations
 
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
+from kernflow.core.framework import node_def_util
 from kernflow.core.framework import op_def_registry
 from kernflow.core.runtime.executor import node_attrs
 from kernflow.core.runtime.placer import colocation_groups
@@ -96,14 +97,22 @@ def group_by_task(parts: dict) -> dict:
     return by_task
 
 
-def check_graph(graph_def, existing: set) -> None:
-    """Rejects duplicate node names and unknown op types before they enter a session's graph.
+def check_graph(graph_def, existing=None) -> None:
+    """Rejects what must not enter a session's graph: nameless or duplicate nodes, unknown op
+    types, and inputs that name no node or an output their producer does not have, or that are
+    more or fewer than the node's op takes (TF's GraphConstructor checks, at CreateSession and
+    ExtendSession as in TF, so a bad graph fails there rather than as an internal error later).
 
     Args:
         graph_def: the nodes to add.
-        existing: the names of the nodes already in the session's graph.
+        existing: the session's graph (a GraphDef) that `graph_def` extends; None for a new one.
+
+    Raises:
+        InvalidArgumentError: naming the node (and the bad input and the producer's output count).
+        NotFoundError: for an op type that is not registered.
     """
-    names = set(existing)
+    nodes = {nd.name: nd for nd in existing.node} if existing is not None else {}
+    names = set(nodes)
     for nd in graph_def.node:
         if not nd.name:
             raise errors.InvalidArgumentError(None, None, f"A node of type {nd.op} has no name")
@@ -111,3 +120,4 @@ def check_graph(graph_def, existing: set) -> None:
             raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}' is already in the graph")
         names.add(nd.name)
         op_def_registry.get(nd.op)
+    node_def_util.check_inputs(graph_def, nodes)

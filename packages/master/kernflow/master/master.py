@@ -11,6 +11,10 @@ first failure aborts the step on every other task; the error names the failed ta
 call has a deadline, and tasks that stay silent are health-checked, so a dead worker fails the
 step instead of hanging it. The master decodes no tensors: feeds and fetches pass through as the
 client's `TensorProto`s.
+
+Caches are bounded: a session keeps at most `plan_cache_size` step plans (least recently used
+evicted, its graphs deregistered once no step uses them: `PlanCache`), and a session with no call
+and no running step for `session_gc_seconds` is closed (`session_gc`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from kernflow.core.framework import errors
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import fusion
 from kernflow.core.runtime.cost_graph import merge_cost_graph
-from kernflow.core.runtime.graph_execution_state import GraphExecutionState
+from kernflow.core.runtime.graph_execution_state import FeedCheck, GraphExecutionState
 from kernflow.core.runtime.placer import PlacementOptions
+from kernflow.core.runtime.plan_cache import PlanCache
+from kernflow.core.runtime.plan_cache import plan_cache_size as plan_cache_size_of
 
 from kernflow.client import channels
 from kernflow.client.graph_stream import NotInline
@@ -40,6 +46,7 @@ from kernflow.master import step_routes
 from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
 from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
+from kernflow.master.session_gc import SessionGC
 from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task
 from kernflow.master.step_routes import Routes
 from kernflow.master.task_health import TaskHealth
@@ -66,10 +73,13 @@ class _StepPlan:
     rendezvous_tasks: set       # tasks whose graphs use _Send/_Recv (their step state needs CleanupGraph)
     # Tasks whose worker refused to run this plan's graph over RunGraphStream (unary from then on).
     not_inline: set = dataclasses.field(default_factory=set)
+    users: int = 0              # steps using it now (`PlanCache`)
+    evicted: bool = False       # out of the session's cache; deregistered after its last use
+    feed_check: FeedCheck | None = None   # the feeds' dtypes and placeholder shapes, checked per step
 
 
 class _Session:
-    def __init__(self, handle: str, config, graph_def, kernels):
+    def __init__(self, handle: str, config, graph_def, kernels, plan_cache_size: int):
         from kernflow.core.protobuf import graph_pb2
         self.handle = handle
         self.config = config
@@ -84,11 +94,12 @@ class _Session:
         self.unreachable: dict[str, errors.OpError] = {}
         # Placement, pruning, rewrites and partitioning, shared with DirectSession.
         self.state = GraphExecutionState(kernels, fusion.jit_level(config))
-        self.steps: dict[tuple, _StepPlan] = {}
+        self.plans = PlanCache(plan_cache_size)   # (signature, pull) -> _StepPlan
         self.cost_model = TaskCostModel()
         self.refresh = True
         self.closed = False
         self.running: dict[int, list] = {}   # step id -> tasks, while the step runs
+        self.last_used = time.monotonic()    # of the last call naming the session, or step's end
 
     @property
     def filters(self):
@@ -119,12 +130,17 @@ class Master:
         health_check_interval_s: while a step runs, tasks that have not answered are probed with
             GetStatus this often; a task that does not answer (or restarted) fails the step.
         abort_grace_s: how long a failed step waits for the other tasks to stop after AbortStep.
+        session_gc_seconds: a session with no call and no running step for this long is closed
+            (`session_gc`); 0 never closes one. Default: ``$KERNFLOW_SESSION_GC_SECONDS``, else 24 h.
+        plan_cache_size: the most step plans (signatures) a session keeps registered (`PlanCache`).
+            Default: ``$KERNFLOW_PLAN_CACHE_SIZE``, else 1024.
     """
 
     def __init__(self, workers, config=None, *, tasks=None, local_task: str | None = None,
                  rpc_timeout_s: float = 10.0,
                  run_graph_timeout_s: float = 24 * 3600.0, health_check_interval_s: float = 2.0,
-                 abort_grace_s: float = 2.0):
+                 abort_grace_s: float = 2.0, session_gc_seconds: float | None = None,
+                 plan_cache_size: int | None = None):
         if callable(workers) and not isinstance(workers, dict):
             if not tasks:
                 raise ValueError("Master(resolver) needs the list of task names (tasks=...)")
@@ -145,6 +161,9 @@ class Master:
         self.run_graph_timeout_s = run_graph_timeout_s
         self.health_check_interval_s = health_check_interval_s
         self.abort_grace_s = abort_grace_s
+        self._gc = SessionGC(self.collect_idle_sessions, session_gc_seconds)
+        self.session_gc_seconds = self._gc.timeout_s
+        self.plan_cache_size = plan_cache_size_of(plan_cache_size)
         regs = manager.registries()
         self._kernels = KernelView(regs.kernels)
         self._type_priority = {t: regs.devices.priority(t) for t in regs.devices.device_types()}
@@ -176,8 +195,8 @@ class Master:
     def _session(self, handle: str) -> _Session:
         s = self._sessions.get(handle)
         if s is None or s.closed:
-            raise errors.AbortedError(None, None, f"Session {handle} is not found. Possibly, this "
-                                      "master has restarted, or the session was closed.")
+            raise self._gc.not_found(handle)
+        s.last_used = time.monotonic()
         return s
 
     def _tasks_for(self, filters) -> list[str]:
@@ -244,15 +263,16 @@ class Master:
             FailedPreconditionError: a task speaks another protocol version (`protocol.check_peer`).
         """
         config = request.config if request.HasField("config") else self.config
-        check_graph(request.graph_def, set())
+        check_graph(request.graph_def)
         handle = uuid.uuid4().hex
-        s = _Session(handle, config, request.graph_def, self._kernels)
+        s = _Session(handle, config, request.graph_def, self._kernels, self.plan_cache_size)
         tasks = self._tasks_for(s.filters)  # validates the filters now rather than at the first step
         limit = [t for t in (deadline_s, s.config.operation_timeout_in_ms / 1000.0 if s.config is not None
                              and s.config.operation_timeout_in_ms > 0 else None) if t is not None]
         self._wait_for_tasks(tasks, min(limit) if limit else None, cancelled)
         with self._lock:
             self._sessions[handle] = s
+        self._gc.start()
         return master_pb2.CreateSessionResponse(session_handle=handle, graph_version=s.version,
                                                 protocol_version=PROTOCOL_VERSION)
 
@@ -299,7 +319,7 @@ class Master:
                     None, None, f"Current graph version {request.current_graph_version} does not match "
                     f"the session's graph version {s.version}: the session was extended by another "
                     "client; create a new session")
-            check_graph(request.graph_def, {nd.name for nd in s.graph_def.node})
+            check_graph(request.graph_def, s.graph_def)
             s.graph_def.node.extend(request.graph_def.node)
             if request.graph_def.HasField("versions") and not s.graph_def.HasField("versions"):
                 s.graph_def.versions.CopyFrom(request.graph_def.versions)
@@ -307,20 +327,45 @@ class Master:
             return master_pb2.ExtendSessionResponse(new_graph_version=s.version)
 
     def close_session(self, request) -> master_pb2.CloseSessionResponse:
-        """Closes a session and deregisters its graphs from the workers (best effort)."""
+        """Closes a session and deregisters its graphs from the workers (best effort).
+
+        Closing a session the master already closed for idleness succeeds.
+        """
         with self._lock:
             s = self._sessions.pop(request.session_handle, None)
         if s is None:
+            if self._gc.was_collected(request.session_handle):
+                return master_pb2.CloseSessionResponse()
             raise errors.AbortedError(None, None, f"Session {request.session_handle} is not found.")
         with s.lock:
             s.closed = True
-            steps, s.steps = list(s.steps.values()), {}
             running, s.running = dict(s.running), {}
-        # Running steps are cancelled (a dequeue blocked on a worker wakes up), as TF does.
+        self._release_session(s, running)
+        return master_pb2.CloseSessionResponse()
+
+    def _release_session(self, s: _Session, running: dict) -> None:
+        """Cancels a closed session's running steps (a dequeue blocked on a worker wakes up, as in
+        TF) and deregisters its graphs."""
         for step_id, tasks in running.items():
             self._abort(tasks, step_id, errors.CANCELLED, "Session has been closed.")
-        self._deregister(s.handle, steps)
-        return master_pb2.CloseSessionResponse()
+        self._deregister(s.handle, s.plans.clear())
+
+    def collect_idle_sessions(self, now: float | None = None) -> list[str]:
+        """Closes every session with no call and no running step for `session_gc_seconds` (what
+        the collecting thread runs), deregistering its graphs; returns their handles."""
+        gone = []
+        for s in [s for s in list(self._sessions.values()) if self._gc.is_idle(s, now)]:
+            with s.lock:
+                if s.closed or s.running or not self._gc.is_idle(s, now):
+                    continue
+                s.closed = True
+            with self._lock:
+                if self._sessions.get(s.handle) is s:
+                    del self._sessions[s.handle]
+            self._gc.collected(s.handle)
+            self._release_session(s, {})
+            gone.append(s.handle)
+        return gone
 
     def _deregister(self, handle: str, steps) -> None:
         pairs = [(t, p.handles[t]) for p in steps for t in p.tasks if t in p.handles]
@@ -365,7 +410,8 @@ class Master:
         return master_pb2.ResetResponse()
 
     def close(self) -> None:
-        """Closes every session (deregistering its graphs)."""
+        """Closes every session (deregistering its graphs) and stops collecting idle ones."""
+        self._gc.stop()
         for handle in list(self._sessions):
             try:
                 self.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
@@ -389,8 +435,7 @@ class Master:
             raise unreachable[first_task]
         incarnations = {d.name: d.incarnation for d in devices}
         if incarnations != s.incarnations:
-            stale = list(s.steps.values())
-            s.steps = {}
+            stale = s.plans.clear()
             s.state.invalidate()
             if stale:
                 self._pool.submit(lambda: self._deregister(s.handle, stale))
@@ -432,7 +477,7 @@ class Master:
             refreshed = s.refresh
             if refreshed:
                 self._refresh_devices(s)
-            plan = s.steps.get((sig, pull))
+            plan = s.plans.get((sig, pull))
             if plan is not None:
                 return plan
             if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
@@ -457,13 +502,16 @@ class Master:
                     failure = name_task(err, task)
             rendezvous_tasks = {t for t, g in graphs.items()
                                 if any(nd.op in ("_Send", "_Recv") for nd in g.node)}
-            plan = _StepPlan(tasks, graphs, handles, routes, dict(s.incarnations), rendezvous_tasks)
+            plan = _StepPlan(tasks, graphs, handles, routes, dict(s.incarnations), rendezvous_tasks,
+                             feed_check=FeedCheck(s.graph_def, feeds))
             if failure is not None:
                 self._pool.submit(lambda: self._deregister(s.handle, [plan]))
                 if isinstance(failure, REFRESH_ERRORS):
                     s.refresh = True
                 raise failure
-            s.steps[(sig, pull)] = plan
+            evicted = s.plans.add((sig, pull), plan)
+            if evicted:
+                self._pool.submit(lambda: self._deregister(s.handle, evicted))
             return plan
 
     # ------------------------------------------------------------------ running a step
@@ -564,7 +612,7 @@ class Master:
         s = self._session(request.session_handle)
         options = request.options if request.HasField("options") else None
         sig = (tuple([t.name for t in request.feed]), tuple(request.fetch), tuple(request.target))
-        plan = None if s.refresh else s.steps.get((sig, pull))
+        plan = None if s.refresh else s.plans.get((sig, pull))   # in use until `_run_tasks` ends
         if plan is None:   # (a cached plan's signature was checked when it was prepared)
             if len(set(sig[0])) != len(sig[0]):
                 raise errors.InvalidArgumentError(None, None, "A tensor is fed more than once")
@@ -573,6 +621,7 @@ class Master:
             except REFRESH_ERRORS:
                 s.refresh = True
                 raise
+        plan.feed_check.check_protos(request.feed)   # (the client's own checks may be absent)
         return s, plan, options
 
     def _run_graph_requests(self, s: _Session, plan: _StepPlan, request, options):
@@ -641,15 +690,21 @@ class Master:
             self._pool.submit(run)
 
     def _run_tasks(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict, timeout_ms: int) -> dict:
-        with s.lock:
-            if s.closed:
-                raise errors.CancelledError(None, None, "Session has been closed.")
-            s.running[step_id] = list(reqs)
+        """Runs the step's RunGraph calls; ends the use of `plan` that `_plan_for` began."""
         try:
-            return self._run_tasks_inner(s, plan, step_id, reqs, timeout_ms)
-        finally:
             with s.lock:
-                s.running.pop(step_id, None)
+                if s.closed:
+                    raise errors.CancelledError(None, None, "Session has been closed.")
+                s.running[step_id] = list(reqs)
+            try:
+                return self._run_tasks_inner(s, plan, step_id, reqs, timeout_ms)
+            finally:
+                with s.lock:
+                    s.running.pop(step_id, None)
+                    s.last_used = time.monotonic()
+        finally:
+            if s.plans.release(plan):   # evicted while this step ran: its graphs go now
+                self._pool.submit(lambda: self._deregister(s.handle, [plan]))
 
     def _run_tasks_inner(self, s: _Session, plan: _StepPlan, step_id: int, reqs: dict,
                          timeout_ms: int) -> dict:

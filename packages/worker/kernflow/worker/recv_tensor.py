@@ -1,7 +1,10 @@
 """`RecvTensorService`: how a `Worker` serves RecvTensor (one key, or several in one call).
 
 A mixin of `kernflow.worker.worker.Worker`: it uses the worker's ``task_name``, ``recv_timeout_s``,
-``is_local_device``, ``device_by_name``, ``_step`` and ``_retire_if_done``.
+``is_local_device``, ``device_by_name``, ``_step``, ``_recv_left`` and ``_retire_if_done``. Every
+call hands the step's rendezvous back (`_recv_left`) when its wait ends, however it ends: one made
+by the call for a step whose RunGraph has not come yet is dropped then, unless another call waits
+in it.
 """
 
 from __future__ import annotations
@@ -97,6 +100,24 @@ class RecvTensorService:
         send_dev = self.device_by_name(fields[0])
         wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
         rdv = self._step(req.step_id, for_recv=True)
+        try:
+            value, is_dead, err = self._wait_one(rdv, req, wait_s, on_cancel)
+        finally:
+            self._recv_left(req.step_id, rdv)
+        if err is not None:
+            raise err
+        self._retire_if_done(req.step_id, rdv)
+        if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
+            value = send_dev.to_host(value)   # still in the sender's device memory
+        if req.transport:   # the transport the caller chose answers, or declines (then in-band)
+            answer = _transports.serve(req, value, is_dead, rdv.cancellation)
+            if answer is not None:
+                yield from answer
+                return
+        yield from codec.encode_recv_chunks(value, is_dead)
+
+    def _wait_one(self, rdv, req, wait_s: float, on_cancel):
+        """Waits up to `wait_s` for the value of `req.rendezvous_key`; returns (value, is_dead, error)."""
         got = threading.Event()
         box = []
 
@@ -119,18 +140,7 @@ class RecvTensorService:
             got.wait(5.0)   # taken by a send or abort at this instant: its callback is running
             if not box:
                 raise errors.InternalError(None, None, f"RecvTensor({key!r}) lost its value")
-        value, is_dead, err = box[0]
-        if err is not None:
-            raise err
-        self._retire_if_done(req.step_id, rdv)
-        if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
-            value = send_dev.to_host(value)   # still in the sender's device memory
-        if req.transport:   # the transport the caller chose answers, or declines (then in-band)
-            answer = _transports.serve(req, value, is_dead, rdv.cancellation)
-            if answer is not None:
-                yield from answer
-                return
-        yield from codec.encode_recv_chunks(value, is_dead)
+        return box[0]
 
     def _recv_many(self, req, timeout, on_cancel):
         """RecvTensor of several keys of one step (`more_rendezvous_keys`): each value's messages as
@@ -194,6 +204,7 @@ class RecvTensorService:
         finally:
             if pending:   # the call ended early (an error, or the caller went away)
                 withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
+            self._recv_left(req.step_id, rdv)
         self._retire_if_done(req.step_id, rdv)
 
 

@@ -62,6 +62,9 @@ class WorkerRendezvous:
     Attributes:
         states: the `DataflowState`s of this step currently running here (for `AbortStep`).
         active_runs: RunGraph calls of this step in progress.
+        claimed: True once a RunGraph of the step got this rendezvous (before that, only RecvTensor
+            calls waiting for the step's values use it: see `kernflow.worker.step_table`).
+        recv_calls: RecvTensor calls of the step using this rendezvous now.
         last_used: `time.monotonic()` of the last use (idle rendezvous are swept by the worker).
         deadline: monotonic deadline of the step (from RunGraph's timeout), or None.
         trace_context: the OpenTelemetry context of the step's "Worker.RunGraph" span here (the
@@ -84,6 +87,8 @@ class WorkerRendezvous:
         self.states: list = []
         self.active_runs = 0
         self.runs_done = 0
+        self.claimed = False
+        self.recv_calls = 0
         self.last_used = time.monotonic()
         self.deadline: float | None = None
         self.trace_context = None
@@ -204,8 +209,16 @@ class WorkerRendezvous:
         """True when no value waits to be received, no receive waits for a value and no pull is in
         flight (and the step was not aborted): nothing more can happen here without a new RunGraph."""
         with self._lock:
-            return self._error is None and not self._values and not self._waiters and not self._pulls \
-                and not self._prefetch
+            return self._error is None and self._empty()
+
+    def is_empty(self) -> bool:
+        """True when no value waits to be received, no receive waits for a value and no pull is in
+        flight, aborted or not."""
+        with self._lock:
+            return self._empty()
+
+    def _empty(self) -> bool:
+        return not self._values and not self._waiters and not self._pulls and not self._prefetch
 
     # ------------------------------------------------------------------ local receives
     def recv_local(self, key: str, callback) -> None:

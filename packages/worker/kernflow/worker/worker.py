@@ -17,9 +17,12 @@ they outlive sessions and are shared by every session (and every worker's steps)
 on a TF parameter server. Kernels of stateful ops are cached per session handle (TF's OpSegment).
 
 **Steps.** Every step has one `WorkerRendezvous` on this worker (keyed by step id, shared by all
-graphs of the step here), created by whichever of RunGraph, RecvTensor or AbortStep arrives first
-and dropped by CleanupGraph. Every wait has a deadline or ends when the step is aborted; rendezvous
-left behind by a master that never cleaned up are swept after `step_ttl_s` of idleness.
+graphs of the step here), created by whichever of RunGraph or RecvTensor arrives first and dropped
+by CleanupGraph or at the step's end. Every wait has a deadline or ends when the step is aborted.
+What a step id can leave behind is bounded (`step_table`): a rendezvous made by RecvTensor before
+the step's RunGraph goes when its last waiter leaves, an AbortStep of an unknown step leaves a
+tombstone in a capped table, and rendezvous left behind by a master that never cleaned up are
+swept after `step_ttl_s` of idleness.
 
 **Tracing.** With an OpenTelemetry SDK installed, each RunGraph is a "Worker.RunGraph" span (a child
 of the caller's span: the master's "RunGraph", whose context arrives in the call metadata), each pull
@@ -29,7 +32,6 @@ span under the puller's "RecvTensor".
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import dataclasses
 import itertools
@@ -59,13 +61,13 @@ from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.worker.recv_tensor import RecvTensorService
 from kernflow.worker.rendezvous import WorkerRendezvous
+from kernflow.worker.step_table import StepTable
 
 __all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S"]
 
 DEFAULT_RECV_TIMEOUT_S = 60.0
-# Recently cleaned steps remembered, so a late RecvTensor fails at once instead of waiting.
-_CLEANED_MEMORY = 10_000
-_SWEEP_INTERVAL_S = 30.0
+# Device names `is_local_device` remembers (they come from callers' rendezvous keys).
+_LOCAL_CACHE_SIZE = 4096
 _tracer = _otel.get_tracer("kernflow.worker")
 
 
@@ -148,13 +150,12 @@ class Worker(RecvTensorService):
             max_workers=256, thread_name_prefix=f"kernflow-recv-{job}-{self.task}")
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self.cost_model = _cost.CostModel()
-        self._lock = threading.Lock()
+        self._table = StepTable(self, self.step_ttl_s)
+        self._lock = self._table.lock   # guards the step table, graphs, sessions and step counters
         self._register_lock = threading.Lock()
         self._graphs: dict[str, _Graph] = {}
         self._sessions: dict[str, dict] = {}     # session handle -> {"cache": {}, "graphs": set()}
-        self._steps: dict[int, WorkerRendezvous] = {}
-        self._cleaned: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._last_sweep = time.monotonic()
+        self._steps: dict[int, WorkerRendezvous] = self._table.steps
         self._handle_ids = itertools.count(1)
         self._local_cache: dict[str, bool] = {}
         self._clients: dict[str, object] = {}
@@ -174,7 +175,8 @@ class Worker(RecvTensorService):
                 r = s.job == self.job and (s.replica or 0) == 0 and s.task == self.task
             except ValueError:
                 r = False
-            self._local_cache[device_name] = r
+            if len(self._local_cache) < _LOCAL_CACHE_SIZE:
+                self._local_cache[device_name] = r
         return r
 
     def task_of(self, device_name: str) -> str:
@@ -350,28 +352,12 @@ class Worker(RecvTensorService):
 
     # ------------------------------------------------------------------ steps
     def _step(self, step_id: int, for_recv: bool = False) -> WorkerRendezvous:
-        """Returns the step's rendezvous, creating it if needed."""
-        now = time.monotonic()
-        stale = []
-        with self._lock:
-            if self._closed:
-                raise errors.UnavailableError(None, None, f"worker {self.task_name} is shut down")
-            rdv = self._steps.get(step_id)
-            if rdv is None:
-                if for_recv and step_id in self._cleaned:
-                    raise errors.AbortedError(None, None, f"step {step_id} was already cleaned up on "
-                                              f"{self.task_name}")
-                rdv = self._steps[step_id] = WorkerRendezvous(step_id, self)
-                if now - self._last_sweep > _SWEEP_INTERVAL_S:
-                    self._last_sweep = now
-                    for sid, r in list(self._steps.items()):
-                        if r.active_runs == 0 and now - r.last_used > self.step_ttl_s:
-                            stale.append(self._steps.pop(sid))
-            rdv.last_used = now
-        for r in stale:
-            r.abort(errors.AbortedError(None, None, f"step {r.step_id} was idle for more than "
-                                        f"{self.step_ttl_s:g} s and was dropped by {self.task_name}"))
-        return rdv
+        """Returns the step's rendezvous, creating it if needed (`StepTable.get`); a RecvTensor
+        (`for_recv`) hands it back with `_recv_left`."""
+        return self._table.get(step_id, for_recv)
+
+    def _recv_left(self, step_id: int, rdv: WorkerRendezvous) -> None:
+        self._table.recv_left(step_id, rdv)
 
     def run_graph(self, req, timeout=None, on_cancel=None) -> worker_pb2.RunGraphResponse:
         """Runs every device plan of a registered graph for step `req.step_id`.
@@ -437,7 +423,8 @@ class Worker(RecvTensorService):
                     None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {t.dtype}, the "
                     f"graph expects {g.arg_dtypes[i]}")
             feeds.append(codec.proto_to_tensor(t))
-        if g.inline is not None and not req.collect_stats and req.step_id not in self._steps:
+        if g.inline is not None and not req.collect_stats and req.step_id not in self._steps \
+                and req.step_id not in self._table.aborted:
             # A cached small step (no step of this id was aborted here before it arrived).
             dp = g.inline
             outs = dp.plan.run_inline([feeds[p] for p in dp.arg_positions],
@@ -491,12 +478,7 @@ class Worker(RecvTensorService):
         everything this task sent for the step was already taken."""
         if rdv.active_runs or not rdv.runs_done:
             return
-        with self._lock:
-            if rdv.active_runs == 0 and self._steps.get(step_id) is rdv and rdv.holds_nothing():
-                del self._steps[step_id]
-                self._cleaned[step_id] = None
-                while len(self._cleaned) > _CLEANED_MEMORY:
-                    self._cleaned.popitem(last=False)
+        self._table.retire(step_id, rdv)
 
     @staticmethod
     def _response(g: _Graph, recv_key, results, collector) -> worker_pb2.RunGraphResponse:
@@ -603,11 +585,7 @@ class Worker(RecvTensorService):
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
         """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""
-        with self._lock:
-            rdv = self._steps.pop(req.step_id, None)
-            self._cleaned[req.step_id] = None
-            while len(self._cleaned) > _CLEANED_MEMORY:
-                self._cleaned.popitem(last=False)
+        rdv = self._table.cleanup(req.step_id)
         if rdv is not None:
             rdv.abort(errors.AbortedError(None, None, f"step {req.step_id} was cleaned up on {self.task_name}"))
         return worker_pb2.CleanupGraphResponse()
@@ -616,14 +594,12 @@ class Worker(RecvTensorService):
         """Aborts step `req.step_id` here with the error of `req.code` (AbortedError if 0).
 
         Waiting Recvs and RecvTensor calls wake with the error, running partitions stop being
-        scheduled, and later RunGraph/RecvTensor calls of the step fail at once.
+        scheduled, and later RunGraph/RecvTensor calls of the step fail at once. A step with no
+        state here yet leaves only a tombstone (`StepTable.abort`).
         """
-        cls = errors.AbortedError
-        if req.code:
-            cls = errors.exception_type_from_error_code(req.code)
-        err = cls(None, None, req.message or f"step {req.step_id} was aborted")
-        rdv = self._step(req.step_id)
-        rdv.abort(err)
+        self._check_open()
+        code = errors.exception_type_from_error_code(req.code).error_code if req.code else errors.ABORTED
+        self._table.abort(req.step_id, code, req.message)
         return worker_pb2.AbortStepResponse()
 
     def cleanup_all(self, req=None, timeout=None) -> worker_pb2.CleanupAllResponse:
@@ -648,8 +624,7 @@ class Worker(RecvTensorService):
             if self._closed:
                 return
             self._closed = True
-            steps = list(self._steps.values())
-            self._steps.clear()
+        steps = self._table.close()
         err = errors.UnavailableError(None, None, f"worker {self.task_name} is shutting down")
         for r in steps:
             r.abort(err)

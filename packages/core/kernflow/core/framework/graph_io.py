@@ -6,6 +6,7 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import attr_value as _attr_value
+from kernflow.core.framework.node_def_util import input_count_message, invalid_output_message
 from kernflow.core.framework.node_def_util import parse_input as _parse
 
 __all__ = ["import_graph_def"]
@@ -25,7 +26,10 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
         The list of requested Operations/Tensors (None if `return_elements` is None).
 
     Raises:
-        ValueError: unknown ops, dangling inputs or bad input_map keys.
+        ValueError: unknown ops, dangling inputs, inputs naming an output their producer does
+            not have, a node with more or fewer inputs than its op takes, or bad input_map keys.
+        InvalidArgumentError: an attr value that cannot be decoded (a Const whose tensor content
+            does not match its dtype and shape).
     """
     g = _ops.get_default_graph()
     input_map = dict(input_map or {})
@@ -92,7 +96,7 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                 back_edges.append((nm, len(inputs), src, idx))
                 inputs.append(None)
             else:
-                inputs.append(created[src].outputs[idx])
+                inputs.append(_output(created[src], idx, nm, src))
         if any(t is None for t in inputs):   # a Merge whose NextIteration comes later
             stand_in = next((t for t in inputs if t is not None), None)
             if stand_in is None:
@@ -103,10 +107,18 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
             if k == "_output_shapes":
                 continue
             d = op_def.attrs.get(k)
-            attrs[k] = _attr_value.from_proto(v, d.type if d else None)
+            try:
+                attrs[k] = _attr_value.from_proto(v, d.type if d else None)
+            except errors.OpError as e:
+                raise type(e)(None, None, f"Node '{nm}' ({nd.op}), attr '{k}': {e.message}") from None
+            except (TypeError, ValueError) as e:   # (an unknown DataType enum)
+                raise ValueError(f"Node '{nm}' ({nd.op}), attr '{k}': {e}") from None
         for k, d in op_def.attrs.items():   # attrs stripped because they held their default (TF too)
             if k not in attrs and d.has_default:
                 attrs[k] = d.default
+        why = input_count_message(nm, op_def, attrs, len(inputs))
+        if why is not None:
+            raise ValueError(why)
         if "_class" in attrs:
             attrs["_class"] = [f"loc:@{scope}{c[5:]}" if c.startswith("loc:@") else c
                                for c in attrs["_class"]]
@@ -120,7 +132,7 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
             op._set_device(nd.device)
         created[nm] = op
     for nm, pos, src, idx in back_edges:
-        created[nm]._update_input(pos, created[src].outputs[idx])
+        created[nm]._update_input(pos, _output(created[src], idx, nm, src))
     missing = set(input_map) - used_map
     if missing:
         raise ValueError(f"Attempted to map inputs that were not found in graph_def: "
@@ -131,7 +143,7 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
     for r in return_elements:
         if ":" in r:
             src, idx, _ = _parse(r)
-            if src not in created:
+            if src not in created or idx >= len(created[src].outputs):
                 raise ValueError(f"Requested return_element {r!r} not found in graph_def.")
             out.append(created[src].outputs[idx])
         else:
@@ -139,3 +151,15 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None,
                 raise ValueError(f"Requested return_element {r!r} not found in graph_def.")
             out.append(created[r])
     return out
+
+
+def _output(op, index: int, consumer: str, src: str):
+    """Output `index` of `op` (node `src` of the GraphDef), which node `consumer` takes as input.
+
+    Raises:
+        ValueError: `op` has no such output (TF's importer raises ValueError too).
+    """
+    outs = op.outputs
+    if index >= len(outs):
+        raise ValueError(invalid_output_message(consumer, src, index, len(outs)))
+    return outs[index]

@@ -119,7 +119,9 @@ def make_ndarray(proto) -> np.ndarray:
     """Returns the ndarray a TensorProto holds (a fresh, writable array).
 
     Raises:
-        DataLossError: if the byte count does not match the dtype and shape.
+        InvalidArgumentError: if the byte count does not match the dtype and shape (a malformed
+            proto is its sender's error, as TF's "Cannot parse tensor from proto"; readers of
+            stored tensors, e.g. checkpoints, check their own bytes and raise DataLossError).
     """
     dt = _dtypes.as_dtype(proto.dtype)
     shape = [d.size for d in proto.tensor_shape.dim]
@@ -131,8 +133,9 @@ def make_ndarray(proto) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64))
     if len(proto.tensor_content) != n * npdt.itemsize:
         from kernflow.core.framework import errors
-        raise errors.DataLossError(None, None, f"TensorProto of {dt.name}{shape} holds "
-                                   f"{len(proto.tensor_content)} bytes, expected {n * npdt.itemsize}")
+        raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: TensorProto of "
+                                          f"{dt.name}{shape} holds {len(proto.tensor_content)} "
+                                          f"bytes, expected {n * npdt.itemsize}")
     arr = np.frombuffer(proto.tensor_content, dtype=npdt).reshape(shape)
     return arr.astype(dt.as_numpy_dtype, copy=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import threading
@@ -17,6 +18,7 @@ from kernflow.core.runtime import fusion
 from kernflow.core.runtime import replay as _replay
 from kernflow.core.runtime.graph_execution_state import GraphExecutionState
 from kernflow.core.runtime.placer import PlacementOptions
+from kernflow.core.runtime.plan_cache import plan_cache_size
 from kernflow.core.runtime.rendezvous import LocalRendezvous
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 
@@ -68,7 +70,9 @@ class DirectSession:
     """The session implementation behind ``kf.Session("")``.
 
     Devices, and with them every resource container, belong to the session (as in TF's
-    DirectSession): state lives until `close` or `reset`.
+    DirectSession): state lives until `close` or `reset`. Compiled steps are cached per signature,
+    at most `plan_cache_size()` of them (``$KERNFLOW_PLAN_CACHE_SIZE``, default 1024), the least
+    recently used dropped first (a `runner` keeps its own step).
     """
 
     def __init__(self, target, graph, config):
@@ -87,7 +91,8 @@ class DirectSession:
         n = config.inter_op_parallelism_threads if config is not None else 0
         self._pool = _executor.ThreadPool(n if n > 0 else (os.cpu_count() or 2))
         self._lock = threading.Lock()
-        self._steps: dict = {}
+        self._steps: collections.OrderedDict = collections.OrderedDict()   # signature -> _Step, LRU last
+        self._max_steps = plan_cache_size()
         self._kernel_cache: dict = {}
         self._graph_def = None
         self._gd_version = 0
@@ -149,15 +154,27 @@ class DirectSession:
                      for n in names]
             step = _Step(plans, [parts[n] for n in names], len(feeds), len(fetches))
             self._steps[key] = step
+            while len(self._steps) > self._max_steps:
+                self._steps.popitem(last=False)
             return step
+
+    def _step(self, key) -> _Step:
+        """The compiled step of a signature, now the most recently used."""
+        step = self._steps.get(key)
+        if step is None:
+            return self._build(key)
+        try:
+            self._steps.move_to_end(key)
+        except KeyError:   # evicted by another thread meanwhile
+            pass
+        return step
 
     # ------------------------------------------------------------------ run
     def run(self, feeds, feed_values, fetches, targets, options=None, run_metadata=None):
         """Runs one step. `feeds`, `fetches`, `targets` are tuples of names; returns fetched values."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
-        key = (feeds, fetches, targets)
-        step = self._steps.get(key) or self._build(key)
+        step = self._step((feeds, fetches, targets))
         trace = options is not None and options.trace_level > 0
         timeout = (options.timeout_in_ms if options is not None and options.timeout_in_ms else 0) \
             or self._timeout_ms
@@ -189,7 +206,7 @@ class DirectSession:
             if not resolved:
                 if self._closed:
                     raise RuntimeError("Attempted to use a closed Session.")
-                step = self._steps.get(key) or self._build(key)
+                step = self._step(key)
                 resolved.append((step.run_inline, step.plans[0].device))
             run_inline, device = resolved[0]
             if run_inline is None:

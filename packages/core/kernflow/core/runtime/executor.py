@@ -35,10 +35,12 @@ import queue
 import threading
 import time
 import traceback
+import weakref
 
 
 from kernflow.core.framework import attr_value as _attr_value
 from kernflow.core.framework import errors
+from kernflow.core.framework import node_def_util
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework.node_def_util import parse_input
@@ -57,11 +59,21 @@ _INPLACE_MIN_ELEMENTS = 2048
 
 
 def node_attrs(nd, op_def) -> dict:
-    """Returns the Python attribute values of a NodeDef, typed by its OpDef."""
+    """Returns the Python attribute values of a NodeDef, typed by its OpDef.
+
+    Raises:
+        InvalidArgumentError: naming the node and the attr, for a value that cannot be decoded
+            (a tensor whose content does not match its dtype and shape, an unknown DataType).
+    """
     out = {}
     for k, v in nd.attr.items():
         d = op_def.attrs.get(k) if op_def is not None else None
-        out[k] = _attr_value.from_proto(v, d.type if d else None)
+        try:
+            out[k] = _attr_value.from_proto(v, d.type if d else None)
+        except (errors.OpError, TypeError, ValueError) as e:   # (an unknown DataType enum: TypeError)
+            cls = type(e) if isinstance(e, errors.OpError) else errors.InvalidArgumentError
+            raise cls(None, None, f"Node '{nd.name}' ({nd.op}), attr '{k}': "
+                                  f"{getattr(e, 'message', e)}") from None
     return out
 
 
@@ -375,9 +387,13 @@ def _compile_straight_line(plan: ExecutorPlan):
 
 
 def exec_generated(src: str, filename: str, namespace: dict) -> dict:
-    """Runs generated source into `namespace`, registered with linecache so tracebacks show it."""
+    """Runs generated source into `namespace`, registered with linecache so tracebacks show it
+    while a function it defined lives (plans evicted from a session's cache take their source)."""
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     exec(compile(src, filename, "exec"), namespace)  # noqa: S102 - generated from a plan, no user text
+    for v in list(namespace.values()):
+        if getattr(getattr(v, "__code__", None), "co_filename", None) == filename:
+            weakref.finalize(v, linecache.cache.pop, filename, None)
     return namespace
 
 
@@ -633,13 +649,13 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                 raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}': unknown input node '{s}'")
             ins.append((index[name], idx, ctrl))
         parsed.append((nd, op_def, attrs, ins))
+    out_dtypes = [_output_dtypes(nd, op_def, attrs) for nd, op_def, attrs, _ in parsed]
+    _check_nodes(parsed, index, out_dtypes)
     from kernflow.core.runtime import control_flow_executor as _cfe
     control_flow = _cfe.has_control_flow(graph_def)
     if compile_loops is None:
         from kernflow.core.runtime.loops import ENABLED as compile_loops
     order = _toposort(parsed)
-    # Output dtypes and slots.
-    out_dtypes = [_ops.output_dtypes(op_def, attrs) for _, op_def, attrs, _ in parsed]
     slot_base, total = {}, 0
     for old in order:
         slot_base[old] = total
@@ -705,6 +721,48 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         if compile_loops:
             plan = _compile_loops(plan, attrs_of)
     return plan
+
+
+def _output_dtypes(nd, op_def, attrs) -> list:
+    try:
+        return _ops.output_dtypes(op_def, attrs)
+    except KeyError as e:
+        raise errors.InvalidArgumentError(
+            None, None, f"NodeDef missing attr {e} from Op<name={op_def.name}>; "
+            f"NodeDef: {{{{node {nd.name}}}}}") from None
+
+
+def _check_nodes(parsed, index: dict, out_dtypes: list) -> None:
+    """Rejects a node whose inputs do not fit its producers or its OpDef, and a Const whose value
+    is not of its dtype, as TF's graph construction and kernel creation do.
+
+    Raises:
+        InvalidArgumentError: naming the node, and the bad input index and the producer's output
+            count, or the expected and actual input count, or both dtypes.
+    """
+    def outputs_of(name):
+        i = index.get(name)
+        return None if i is None else len(out_dtypes[i])
+
+    for nd, op_def, attrs, _ in parsed:
+        why = node_def_util.input_error(nd, op_def, attrs, outputs_of)
+        if why is None and nd.op == "Const":
+            why = _const_error(nd)
+        if why is not None:
+            raise errors.InvalidArgumentError(None, None, why)
+
+
+def _const_error(nd) -> str | None:
+    """What is wrong with a Const NodeDef's `value` and `dtype` attrs, or None."""
+    from kernflow.core.framework import dtypes as _dtypes
+    for k in ("value", "dtype"):
+        if k not in nd.attr:
+            return f"NodeDef missing attr '{k}' from Op<name=Const>; NodeDef: {{{{node {nd.name}}}}}"
+    got, want = nd.attr["value"].tensor.dtype, nd.attr["dtype"].type
+    if got != want:
+        return (f"Node '{nd.name}': Type mismatch between value ({_dtypes.as_dtype(got).name}) and "
+                f"dtype ({_dtypes.as_dtype(want).name})")
+    return None
 
 
 def _compile_loops(plan: ExecutorPlan, attrs_of: dict) -> ExecutorPlan:

@@ -14,17 +14,27 @@ The one step pipeline of the embedded runtime (`DirectSession`) and of the maste
 What differs between the two callers is only policy, passed in: the master's default task and its
 placement-failure diagnosis wrap `place`; DirectSession's `arg_policy` puts in-process feeds and
 fetches next to their consumers and producers.
+
+`FeedCheck` holds what a signature's feeds must be (each fed tensor's dtype, a placeholder's
+declared shape), for a server that receives feeds it did not check itself (the master: the client
+library checks its own feeds, but a request may come from any client).
 """
 
 from __future__ import annotations
 
+from kernflow.core.framework import dtypes
+from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
+from kernflow.core.framework.node_def_util import parse_input
 from kernflow.core.runtime import fusion, remapper
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
-from kernflow.core.runtime.prune import prune
+from kernflow.core.runtime.prune import output_dtypes_of, prune
 
-__all__ = ["GraphExecutionState"]
+__all__ = ["GraphExecutionState", "FeedCheck"]
+
+# Ops whose `shape` attr declares the static shape of the value fed in their place.
+_SHAPED_FEED_OPS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 
 
 class GraphExecutionState:
@@ -99,3 +109,88 @@ class GraphExecutionState:
         pruned = remapper.remap(pruned, devices_by_name, self._kernels, self.jit_level)
         pruned = fusion.fuse_elementwise(pruned, devices_by_name, self._kernels, self.jit_level)
         return pruned, partition(pruned, incarnations)
+
+
+class FeedCheck:
+    """What the feeds of one step signature must be: the fed tensor's dtype and, for a placeholder,
+    the shape its `shape` attr declares (unknown dimensions match any size).
+
+    Built once per signature from the session's graph; `check_protos` then costs a dtype and a
+    shape compare per feed.
+
+    Args:
+        graph_def: the session's graph (unpruned: fed placeholders are still there).
+        feeds: the signature's fed tensor names ("op:0"), all present in `graph_def` (prune
+            has checked them).
+    """
+
+    def __init__(self, graph_def, feeds):
+        wanted: dict[str, list] = {}
+        for i, f in enumerate(feeds):
+            name, idx, _ = parse_input(f)
+            wanted.setdefault(name, []).append((i, idx))
+        # Per feed: (tensor name, node, op, dtype enum, rank or None, ((dim, size), ...) known).
+        self._specs = [None] * len(feeds)
+        for nd in graph_def.node:
+            got = wanted.get(nd.name)
+            if got is None:
+                continue
+            dts = output_dtypes_of(nd)
+            dims = _declared_dims(nd)
+            for i, idx in got:
+                d = dims if idx == 0 else None
+                self._specs[i] = (feeds[i], nd.name, nd.op, dts[idx].base_dtype.as_datatype_enum,
+                                  None if d is None else len(d),
+                                  () if d is None else tuple((k, n) for k, n in enumerate(d) if n >= 0))
+
+    def check_protos(self, named_tensors) -> None:
+        """Checks the feeds of one step, given as `NamedTensor`s in signature order.
+
+        Raises:
+            InvalidArgumentError: a feed's dtype differs from its tensor's, or its shape
+                contradicts the placeholder's declared shape; the message names the tensor, its
+                node and op, and the expected and actual dtype or shape.
+        """
+        for spec, nt in zip(self._specs, named_tensors):
+            if spec is None:
+                continue
+            t = nt.tensor
+            if t.dtype != spec[3]:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Cannot feed value of dtype {_dtype_name(t.dtype)} for Tensor "
+                    f"{spec[0]} of {spec[2]} '{spec[1]}', which has dtype {_dtype_name(spec[3])}")
+            rank = spec[4]
+            if rank is not None:
+                dim = t.tensor_shape.dim
+                if len(dim) != rank:
+                    self._shape_error(spec, dim)
+                for k, n in spec[5]:
+                    if dim[k].size != n:
+                        self._shape_error(spec, dim)
+
+    @staticmethod
+    def _shape_error(spec, dim):
+        want = [None] * spec[4]
+        for k, n in spec[5]:
+            want[k] = n
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot feed value of shape {tuple(d.size for d in dim)} for Tensor "
+            f"{spec[0]} of {spec[2]} '{spec[1]}', which has shape {tuple(want)}")
+
+
+def _declared_dims(nd) -> list | None:
+    """The sizes (-1 unknown) a placeholder's `shape` attr declares, or None when unknown."""
+    if nd.op not in _SHAPED_FEED_OPS or "shape" not in nd.attr \
+            or nd.attr["shape"].WhichOneof("value") != "shape":
+        return None
+    shape = nd.attr["shape"].shape
+    if shape.unknown_rank:
+        return None
+    return [d.size for d in shape.dim]
+
+
+def _dtype_name(enum: int) -> str:
+    try:
+        return dtypes.as_dtype(enum).name
+    except (TypeError, ValueError, KeyError):
+        return f"<DataType {enum}>"

@@ -128,7 +128,9 @@ def _parse_tensor(ctx):
                                 f"({out_type.name})")
         try:
             return tensor_util.make_ndarray(proto)
-        except (errors.DataLossError, ValueError) as e:
+        except errors.InvalidArgumentError as e:
+            raise _invalid(ctx, f"Invalid TensorProto: {e.message}") from None
+        except ValueError as e:
             raise _invalid(ctx, f"Invalid TensorProto: {e}") from None
     return compute
 
