@@ -104,7 +104,7 @@ _free_ports = free_ports
 
 class _Child(ChildProcess):
     def __init__(self, name, args):
-        super().__init__(name, args, env=_ENV)
+        super().__init__(name, args, env=dict(os.environ, PYTHONUNBUFFERED="1"))   # (as the test set it)
 
     def expect(self, needle, timeout):
         return super().expect(needle, timeout, prefix=True)
@@ -240,7 +240,11 @@ def _spread_graph(two_tasks: bool):
     return g, x, init, [out, total, top, words, big_sum]
 
 
-def test_graph_spread_over_two_workers_is_bit_identical_to_embedded():
+@pytest.mark.parametrize("channel", ["local", "grpc"])
+def test_graph_spread_over_two_workers_is_bit_identical_to_embedded(channel, monkeypatch):
+    """Over the same-host channel, and over gRPC (the path between hosts)."""
+    if channel == "grpc":
+        monkeypatch.setenv("KERNFLOW_LOCAL_CHANNEL", "0")
     ports = _free_ports(2)
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     xv = np.random.RandomState(0).randn(50, 32).astype(np.float32)

@@ -202,6 +202,7 @@ def test_small_steps_go_over_run_graph_stream(grpc_cluster, monkeypatch):
     """Self-contained synchronous steps on a remote task use RunGraphStream; steps that may block
     (a queue) are refused by the worker once and use RunGraph from then on; steps spanning tasks
     (Send/Recv) use RunGraph."""
+    monkeypatch.setenv("KERNFLOW_LOCAL_CHANNEL", "0")   # (a same-host worker is called over its socket)
     server, _ = grpc_cluster
     # (Traced steps use unary calls; another test may have installed a tracer provider.)
     monkeypatch.setattr("kernflow.master.master._tracing", lambda: False)

@@ -216,7 +216,13 @@ def _inline_graph(server, client):
     return req
 
 
-def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(servers):
+@pytest.fixture
+def grpc_only(monkeypatch):
+    """Workers on this host are called over gRPC (RunGraphStream is the cross-host path)."""
+    monkeypatch.setenv("KERNFLOW_LOCAL_CHANNEL", "0")
+
+
+def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(servers, grpc_only):
     from kernflow.client import graph_stream
     (s0, _), clients = servers
     graph_stream.close(s0.address)   # (no streams left from an earlier server on this port)
@@ -239,7 +245,7 @@ def test_run_graph_streamed_reuses_one_stream_and_reports_step_errors_in_band(se
     assert 1 <= len(pool.idle) <= 4
 
 
-def test_idle_streams_are_closed(servers, monkeypatch):
+def test_idle_streams_are_closed(servers, monkeypatch, grpc_only):
     """An idle stream holds a server thread on the worker: streams idle for IDLE_CLOSE_S are closed."""
     from kernflow.client import graph_stream
     (s0, _), clients = servers
@@ -260,7 +266,7 @@ def test_idle_streams_are_closed(servers, monkeypatch):
     assert len(pool.idle) == 1 and pool.idle[0] is not st
 
 
-def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split, wait_on_task1_graph):
+def test_run_graph_streamed_refuses_graphs_that_do_not_run_inline(servers, split, wait_on_task1_graph, grpc_only):
     from kernflow.client.graph_stream import NotInline
     (s0, s1), clients = servers
     g, b = wait_on_task1_graph()
@@ -330,7 +336,7 @@ def test_get_status_reports_the_protocol_version(servers):
     assert s0.worker.get_status().protocol_version == PROTOCOL_VERSION
 
 
-def test_run_graph_streamed_deadline_and_dead_worker(servers, monkeypatch):
+def test_run_graph_streamed_deadline_and_dead_worker(servers, monkeypatch, grpc_only):
     from kernflow.client import graph_stream
     (s0, _), clients = servers
     req = _inline_graph(s0, clients[T0])

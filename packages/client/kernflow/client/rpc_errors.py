@@ -18,7 +18,7 @@ import grpc
 from kernflow.core.framework import errors
 
 __all__ = ["STATUS_FOR_CODE", "status_for_code", "error_class_for_status", "status_for_exception",
-           "error_from_rpc", "abort_context", "rpc_method", "MAX_DETAILS_CHARS", "StreamCall",
+           "error_from_rpc", "error_for_status", "abort_context", "rpc_method", "MAX_DETAILS_CHARS", "StreamCall",
            "invoke"]
 
 _log = logging.getLogger(__name__)
@@ -69,13 +69,13 @@ def status_for_exception(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return status, details
 
 
-_HANDLER_KEY = "kernflow-handler-error"
+HANDLER_KEY = "kernflow-handler-error"
 
 
 def _from_handler(exc) -> bool:
     md = exc.trailing_metadata() if callable(getattr(exc, "trailing_metadata", None)) else None
     try:
-        return any(k == _HANDLER_KEY for k, _ in (md or ()))
+        return any(k == HANDLER_KEY for k, _ in (md or ()))
     except (TypeError, ValueError):
         return False
 
@@ -94,10 +94,21 @@ def error_from_rpc(exc: grpc.RpcError, what: str) -> errors.OpError:
         reached or did not answer in time; other codes keep the server's message and name `what`.
     """
     code = exc.code() if callable(getattr(exc, "code", None)) else None
-    details = exc.details() if callable(getattr(exc, "details", None)) else None
-    details = details or str(exc) or "no details"
+    details = (exc.details() if callable(getattr(exc, "details", None)) else None) or str(exc)
+    return error_for_status(code, details, what, _from_handler(exc))
+
+
+def error_for_status(code: grpc.StatusCode | None, details: str | None, what: str,
+                     from_handler: bool = False) -> errors.OpError:
+    """`error_from_rpc` of a call that ended with `code` and `details` (any channel's failures).
+
+    Args:
+        from_handler: the server's handler reported the status itself (`abort_context`), rather
+            than the transport: its message is kept as is, with `what` appended.
+    """
+    details = details or "no details"
     cls = error_class_for_status(code)
-    if _from_handler(exc):  # the server's own error (e.g. a worker it could not reach): keep it
+    if from_handler:  # the server's own error (e.g. a worker it could not reach): keep it
         msg = f"{details} (from {what})"
     elif code == grpc.StatusCode.UNAVAILABLE:
         msg = f"{what} is unavailable: {details}"
@@ -118,7 +129,7 @@ def abort_context(context: grpc.ServicerContext, exc: BaseException):
     """
     status, details = status_for_exception(exc)
     try:  # marks the status as the handler's own, not the transport's (see error_from_rpc)
-        context.set_trailing_metadata(((_HANDLER_KEY, "1"),))
+        context.set_trailing_metadata(((HANDLER_KEY, "1"),))
     except Exception:  # noqa: BLE001 - metadata is best effort; the status still goes out
         pass
     if status == grpc.StatusCode.INTERNAL:

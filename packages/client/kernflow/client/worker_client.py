@@ -18,6 +18,7 @@ import grpc
 from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client import graph_stream
+from kernflow.client import local_channel
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
@@ -57,9 +58,18 @@ class GrpcWorkerClient:
         who = f"worker {self.task_name} at {self.address}" if self.task_name else f"worker at {self.address}"
         return f"{method} on {who}"
 
-    def _call(self, method: str, request, timeout):
-        return invoke(self._stub, method, request, timeout, lambda: self._what(method),
+    def _call(self, method: str, request, timeout, negotiate: bool = False):
+        local = local_channel.channel_for(self.address, self._grpc_status if negotiate else None)
+        if local is not None:
+            body = request.SerializeToString()
+            if len(body) <= local_channel.MAX_BODY_BYTES:
+                return _RESPONSES[method].FromString(local.unary(method, body, timeout, lambda: self._what(method),
+                                                                channels.outgoing_metadata()))
+        resp = invoke(self._stub, method, request, timeout, lambda: self._what(method),
                       channels.outgoing_metadata())
+        if method == "GetStatus":
+            local_channel.note_status(self.address, resp)   # (opens the same-host channel, if offered)
+        return resp
 
     # ------------------------------------------------------------------ management
     def get_status(self, request: worker_pb2.GetStatusRequest | None = None,
@@ -67,6 +77,10 @@ class GrpcWorkerClient:
         """Returns the worker's devices, job and task (a cheap health check: 5 s by default)."""
         return self._call("GetStatus", request or worker_pb2.GetStatusRequest(),
                           GET_STATUS_TIMEOUT_S if timeout is None else timeout)
+
+    def _grpc_status(self, request, timeout):
+        """GetStatus over gRPC (how the same-host channel is negotiated)."""
+        return invoke(self._stub, "GetStatus", request, timeout, lambda: self._what("GetStatus"))
 
     def register_graph(self, request: worker_pb2.RegisterGraphRequest,
                        timeout: float | None = None) -> worker_pb2.RegisterGraphResponse:
@@ -106,7 +120,7 @@ class GrpcWorkerClient:
             timeout: seconds; None means the request's `timeout_in_ms` plus `RUN_GRACE_S`, or no
                 deadline when that is 0 (a step may legitimately block, e.g. on a queue).
         """
-        return self._call("RunGraph", request, _run_timeout(request, timeout, None))
+        return self._call("RunGraph", request, _run_timeout(request, timeout, None), negotiate=True)
 
     def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
                            timeout: float | None = None) -> worker_pb2.RunGraphResponse:
@@ -117,6 +131,8 @@ class GrpcWorkerClient:
                 not run inline there): call `run_graph`.
             Otherwise as `run_graph` (`timeout` as there, 24 h when the step has none).
         """
+        if local_channel.channel_for(self.address, self._grpc_status) is not None:
+            return self.run_graph(request, timeout)   # (a unary call costs less there than a stream)
         return graph_stream.run_graph(self.address, request, _run_timeout(request, timeout, 24 * 3600.0),
                                       lambda: self._what("RunGraph"))
 
@@ -146,6 +162,10 @@ class GrpcWorkerClient:
         saves the two copies of the payload that parsing and reading ``content`` would make.
         """
         what = self._what(f"RecvTensor({request.rendezvous_key!r}, step {request.step_id})")
+        local = local_channel.channel_for(self.address, self._grpc_status)
+        if local is not None:
+            return local.stream("RecvTensor", request.SerializeToString(), timeout, what,
+                                channels.outgoing_metadata())
         try:
             stub = channels.get_stub(self.address, _RawRecvStub)
             call = stub.RecvTensor(request, timeout=timeout, metadata=channels.outgoing_metadata())
@@ -165,6 +185,11 @@ def _run_timeout(request: worker_pb2.RunGraphRequest, timeout: float | None, def
     if timeout is not None:
         return timeout
     return request.timeout_in_ms / 1000.0 + RUN_GRACE_S if request.timeout_in_ms > 0 else default
+
+
+# The response message of each unary method (what the same-host channel's answers are parsed as).
+_RESPONSES = {m.name: getattr(worker_pb2, m.output_type.name)
+              for m in worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].methods}
 
 
 class _RawRecvStub:

@@ -18,7 +18,7 @@ import grpc
 from kernflow.client import channels
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
-from kernflow.worker.servicer import WorkerServicer, add_to_server
+from kernflow.worker.servicer import WorkerServicer, add_to_server, serve_locally
 from kernflow.worker.worker import Worker
 
 __all__ = ["WorkerServer", "static_resolver", "parse_cluster_spec", "register_in_etcd", "DEFAULT_MAX_WORKERS"]
@@ -112,7 +112,8 @@ class WorkerServer:
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix=f"kernflow-worker-{job}-{task}"),
             options=list(channels.SERVER_OPTIONS))
-        add_to_server(WorkerServicer(self.worker), self._server)
+        servicer = WorkerServicer(self.worker)
+        add_to_server(servicer, self._server)
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         try:
             self.port = channels.bind(self._server, host, port)
@@ -122,6 +123,7 @@ class WorkerServer:
         self.host = host
         self.address = f"{bind.rsplit(':', 1)[0]}:{self.port}"
         self._server.start()
+        self._local = serve_locally(servicer, f"{job}-{task}")
         self._stopped = threading.Event()
 
     @property
@@ -132,6 +134,8 @@ class WorkerServer:
         """Stops serving: running steps are aborted, calls in flight get `grace` seconds to end."""
         if self._stopped.is_set():
             return
+        if self._local is not None:
+            self._local.stop()
         self.worker.close()
         self._server.stop(grace).wait()
         self._stopped.set()

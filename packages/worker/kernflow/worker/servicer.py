@@ -16,6 +16,7 @@ registered with `add_to_server`, which sets no response serializer for that meth
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -24,7 +25,9 @@ from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method, status_for_exception
 
-__all__ = ["WorkerServicer", "add_to_server"]
+__all__ = ["WorkerServicer", "add_to_server", "serve_locally"]
+
+_log = logging.getLogger(__name__)
 
 # Methods whose handlers yield their responses already serialized (see `channels.add_servicer`).
 RAW_RESPONSES = ("RecvTensor",)
@@ -35,6 +38,28 @@ def add_to_server(servicer, server) -> None:
     servicer.raw_responses = True
     channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"], servicer,
                           raw_responses=RAW_RESPONSES)
+
+
+def serve_locally(servicer, name: str = "worker"):
+    """Also serves `servicer` on this host's same-host channel (`kernflow.client.local_channel`),
+    which its GetStatus then offers; call after `add_to_server`.
+
+    Returns:
+        The started `LocalChannelServer` (stop it with the gRPC server), or None where the channel
+        is turned off or no socket can be made (then callers use gRPC; logged).
+    """
+    from kernflow.client import local_channel
+    if not local_channel.enabled():
+        return None
+    handlers = local_channel.servicer_handlers(servicer, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
+                                               worker_pb2, RAW_RESPONSES if servicer.raw_responses else ())
+    try:
+        server = local_channel.LocalChannelServer(handlers, name)
+    except OSError as e:
+        _log.warning("no same-host channel for %s (callers on this host use gRPC): %s", name, e)
+        return None
+    servicer.local_offer = server.offer
+    return server
 
 
 def _remaining(context):
@@ -86,6 +111,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.recv_tensor_bytes_served = 0
         self.recv_tensor_calls_served = 0
         self.run_stats = RunGraphStats()   # RunGraph calls served (GetStatus reports them)
+        self.local_offer = None            # set by `serve_locally`: offered in GetStatus
 
     @rpc_method
     def GetStatus(self, request, context):
@@ -93,6 +119,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         resp.recv_tensor_bytes_served = self.recv_tensor_bytes_served
         resp.recv_tensor_calls_served = self.recv_tensor_calls_served
         self.run_stats.fill(resp)
+        if self.local_offer is not None:
+            resp.local_channel.CopyFrom(self.local_offer)
         return resp
 
     @rpc_method

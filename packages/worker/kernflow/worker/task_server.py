@@ -19,7 +19,7 @@ from kernflow.core.train.server_lib import ClusterSpec
 from kernflow.master.local import LocalMasterClient
 from kernflow.master.master import Master
 from kernflow.master.server import MasterServer
-from kernflow.worker.servicer import WorkerServicer, add_to_server
+from kernflow.worker.servicer import WorkerServicer, add_to_server, serve_locally
 from kernflow.worker.worker import Worker
 
 __all__ = ["GrpcTaskServer"]
@@ -49,6 +49,8 @@ class GrpcTaskServer:
         self._worker = Worker(job_name, task_index, config=config, resolver=self._resolve)
         self._master = Master(self._resolve, config=config, tasks=cluster.task_names(),
                               local_task=self._task_name)
+        self._servicer = WorkerServicer(self._worker)
+        self._local_channel = None
         self._server = self._bind(host, int(port))
         if int(port) == 0:  # a local server: the real port replaces 0 in the cluster spec
             self._cluster = _with_address(cluster, job_name, task_index, f"{host}:{self._server.port}")
@@ -57,7 +59,7 @@ class GrpcTaskServer:
 
     def _bind(self, host: str, port: int) -> MasterServer:
         def add_worker_service(grpc_server):
-            add_to_server(WorkerServicer(self._worker), grpc_server)
+            add_to_server(self._servicer, grpc_server)
 
         failure = None
         for bind_host in ([host] if host in _LOCAL_HOSTS else ["[::]", "0.0.0.0"]):
@@ -95,6 +97,8 @@ class GrpcTaskServer:
         """Starts serving (idempotent). Sessions of this process that target this server then call
         its master in process (`kernflow.client.local_master`)."""
         self._server.start()
+        if self._local_channel is None:
+            self._local_channel = serve_locally(self._servicer, self._task_name.replace("/", "_").strip("_"))
         if self._local is None:
             self._local = LocalMasterClient(self._master, self._address())
             local_master.register(self._address(), self._local)
@@ -111,6 +115,9 @@ class GrpcTaskServer:
         if self._local is not None:
             local_master.unregister(self._address(), self._local)
             self._local = None
+        if self._local_channel is not None:
+            self._local_channel.stop()
+            self._local_channel = None
         self._server.stop(0.5)
         try:
             self._master.close()

@@ -6,6 +6,7 @@ from kernflow.core.protobuf import tensor_pb2 as _tensor_pb2
 from kernflow.core.protobuf import tensor_shape_pb2 as _tensor_shape_pb2
 from kernflow.core.protobuf import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -55,7 +56,7 @@ class TransportOffer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[bytes] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports", "local_channel")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +70,7 @@ class GetStatusResponse(_message.Message):
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     HOST_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSPORTS_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_CHANNEL_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
@@ -82,7 +84,55 @@ class GetStatusResponse(_message.Message):
     protocol_version: int
     host_id: str
     transports: _containers.RepeatedCompositeFieldContainer[TransportOffer]
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ...) -> None: ...
+    local_channel: LocalChannelOffer
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ..., local_channel: _Optional[_Union[LocalChannelOffer, _Mapping]] = ...) -> None: ...
+
+class LocalChannelOffer(_message.Message):
+    __slots__ = ("path", "token")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    token: bytes
+    def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
+
+class LocalFrame(_message.Message):
+    __slots__ = ("call_id", "kind", "method", "timeout_s", "metadata", "code", "details", "handler_error")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REQUEST: _ClassVar[LocalFrame.Kind]
+        MESSAGE: _ClassVar[LocalFrame.Kind]
+        END: _ClassVar[LocalFrame.Kind]
+        CANCEL: _ClassVar[LocalFrame.Kind]
+        HELLO: _ClassVar[LocalFrame.Kind]
+    REQUEST: LocalFrame.Kind
+    MESSAGE: LocalFrame.Kind
+    END: LocalFrame.Kind
+    CANCEL: LocalFrame.Kind
+    HELLO: LocalFrame.Kind
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_ERROR_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    kind: LocalFrame.Kind
+    method: str
+    timeout_s: float
+    metadata: _containers.ScalarMap[str, str]
+    code: int
+    details: str
+    handler_error: bool
+    def __init__(self, call_id: _Optional[int] = ..., kind: _Optional[_Union[LocalFrame.Kind, str]] = ..., method: _Optional[str] = ..., timeout_s: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., handler_error: _Optional[bool] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")

@@ -1,0 +1,787 @@
+"""The same-host channel: a worker's methods over a Unix socket, for callers on the worker's host.
+
+Python gRPC costs about 400 us of wall time and 200 us of CPU on each side for one small unary call
+on the 2-core machine of docs/performance.md (a two-message stream about 1 ms), and a step of
+asynchronous between-graph training makes six calls or more. The same call over a connected Unix
+socket, with one reader thread at each end, costs about 60 us. So a worker also serves its methods
+on a Unix socket, and a `GrpcWorkerClient` whose worker runs on its own host calls it there: the same
+request and response messages, status codes and messages, deadlines, cancellation and trace context
+as over gRPC - only the channel differs. Calls across hosts, and everything else, stay on gRPC.
+
+**Negotiation** (`channel_for`). A worker's GetStatus offers its socket's path and a random token
+(`LocalChannelOffer`). A caller uses the offer only when the worker reports the caller's own
+`host_id`, the channel is allowed (``KERNFLOW_LOCAL_CHANNEL=0``, or a ``KERNFLOW_TRANSPORT`` list
+without "local", turns it off: benchmarks that force gRPC), and connecting and the HELLO exchange
+succeed; otherwise, and for `FAILED_TTL_S` after a failure, it calls over gRPC. A channel whose
+connection breaks (the worker died or restarted) fails its calls in flight with UnavailableError, as
+a broken gRPC connection does, and the next call negotiates again.
+
+**Who may connect.** The socket lives in a directory only this user may enter
+(``$XDG_RUNTIME_DIR/kernflow`` or ``/tmp/kernflow-UID``, mode 0700, checked before use), the server
+accepts only peers running as its own user (``SO_PEERCRED``), and a connection's first frame must
+carry the offer's token.
+
+**Frames.** Two little-endian uint32 (header length, body length), a `LocalFrame` header, then the
+body: the request or response message as gRPC would carry it (RecvTensor's responses are the chunks
+the worker serialized itself). Each connection multiplexes calls by `call_id`. The server runs the
+short control methods (`INLINE_METHODS`: GetStatus, AbortStep, CleanupGraph...) on the connection's
+reader thread, so they are served even when every pool thread waits in a blocked step, and the
+others on a thread pool. A caller's deadline passes to the handler (`time_remaining`); when it
+expires, or the caller cancels, the caller sends CANCEL and the handler's cancellation callbacks run
+(`add_callback`, as gRPC runs them when a caller goes away); a closed connection cancels all its calls.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import itertools
+import logging
+import os
+import queue
+import secrets
+import socket
+import stat
+import struct
+import tempfile
+import threading
+import time
+import _thread
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from kernflow.client.protobuf import worker_pb2
+from kernflow.client.rpc_metrics import method_attributes
+from kernflow.client.rpc_errors import HANDLER_KEY, error_for_status, status_for_exception, \
+    status_for_code
+from kernflow.core import telemetry
+from kernflow.core.framework import errors
+from kernflow.core.runtime import transport as _transport
+
+__all__ = ["LocalChannel", "LocalChannelServer", "channel_for", "enabled", "servicer_handlers",
+           "socket_dir", "forget", "note_status", "LOCAL_CHANNEL_ENV", "FAILED_TTL_S", "INLINE_METHODS", "MAX_BODY_BYTES"]
+
+_log = logging.getLogger(__name__)
+
+LOCAL_CHANNEL_ENV = "KERNFLOW_LOCAL_CHANNEL"
+NAME = "local"                 # its name in a KERNFLOW_TRANSPORT list
+FAILED_TTL_S = 30.0            # a peer that offers no channel (or whose channel failed) is called over gRPC this long
+UNREACHED_TTL_S = 1.0          # ... and one that did not answer the negotiation's GetStatus (not up yet)
+NEGOTIATION_TIMEOUT_S = 2.0
+HELLO_TIMEOUT_S = 5.0
+MAX_HEADER_BYTES = 1 << 20
+MAX_BODY_BYTES = (1 << 32) - 1  # a frame's body length is a uint32: larger requests go over gRPC
+POOL_THREADS = 512             # the server's threads for the methods it does not run inline
+# Methods that never block: served on the connection's reader thread (see the module docstring).
+INLINE_METHODS = frozenset({"GetStatus", "AbortStep", "CleanupGraph", "DeregisterGraph", "CleanupAll"})
+
+_FRAME = struct.Struct("<II")
+_F = worker_pb2.LocalFrame
+_REQUEST, _MESSAGE, _END, _CANCEL, _HELLO = _F.REQUEST, _F.MESSAGE, _F.END, _F.CANCEL, _F.HELLO
+_OK = grpc.StatusCode.OK.value[0]
+_SMALL_BODY = 1 << 16          # bodies up to this size are sent in one buffer with their header
+_WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name
+_metrics_on = telemetry.metrics_active
+
+
+def _count(side: str, direction: str, nbytes: int, attrs: dict) -> None:
+    """Adds to ``kernflow.rpc.<side>.<direction>`` (the instruments gRPC calls count in too)."""
+    getattr(telemetry.instruments(), f"rpc_{side}_{direction}").add(nbytes, attrs)
+
+
+def _timed(side: str, attrs: dict, start: float, code: int) -> None:
+    getattr(telemetry.instruments(), f"rpc_{side}_duration").record(
+        time.perf_counter() - start, {**attrs, "rpc.grpc.status_code": code})
+
+
+class _ProtocolError(Exception):
+    pass
+
+
+def enabled() -> bool:
+    """Whether this process may use (and serve) the same-host channel (see the module docstring)."""
+    if not hasattr(socket, "AF_UNIX") or os.environ.get(LOCAL_CHANNEL_ENV, "").strip() == "0":
+        return False
+    setting = _transport.env_setting()
+    return not setting or NAME in {n.strip() for n in setting.split(",")}
+
+
+def socket_dir() -> str:
+    """The directory of this user's sockets, made (mode 0700) if missing.
+
+    Raises:
+        OSError: it cannot be made, or it is not a directory owned by this user that only this user
+            may enter (another user could then replace a socket).
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR") or ""
+    path = os.path.join(base, "kernflow") if base and os.path.isdir(base) else \
+        os.path.join(tempfile.gettempdir(), f"kernflow-{os.geteuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise OSError(errno.EPERM, f"{path} is not a directory of uid {os.geteuid()} with mode 0700")
+    return path
+
+
+# ---------------------------------------------------------------------------- frames
+def _send_frame(sock: socket.socket, lock, header: bytes, body=b"") -> None:
+    prefix = _FRAME.pack(len(header), len(body))
+    with lock:
+        if len(body) <= _SMALL_BODY:
+            sock.sendall(b"".join((prefix, header, body)))
+        else:
+            sock.sendall(prefix + header)
+            sock.sendall(body)
+
+
+def _read_frame(rfile):
+    """(header, body) of the next frame; raises EOFError at the end of the stream."""
+    prefix = rfile.read(_FRAME.size)
+    if len(prefix) < _FRAME.size:
+        raise EOFError
+    hlen, blen = _FRAME.unpack(prefix)
+    if hlen > MAX_HEADER_BYTES:
+        raise _ProtocolError(f"a frame header of {hlen} bytes (at most {MAX_HEADER_BYTES})")
+    raw = rfile.read(hlen)
+    body = rfile.read(blen) if blen else b""
+    if len(raw) < hlen or len(body) < blen:
+        raise EOFError
+    try:
+        return _F.FromString(raw), body
+    except DecodeError as e:
+        raise _ProtocolError(f"malformed frame header: {e}") from None
+
+
+def _hello(sock: socket.socket, token: bytes) -> None:
+    _send_frame(sock, _thread.allocate_lock(), _F(kind=_HELLO).SerializeToString(), token)
+
+
+# ---------------------------------------------------------------------------- server
+class _Aborted(Exception):
+    """Raised by `_Context.abort` (as grpc's `ServicerContext.abort` raises)."""
+
+
+class _Context:
+    """What a servicer method sees of its call: the parts of `grpc.ServicerContext` kernflow's
+    servicers use (deadline, metadata, callbacks, abort)."""
+
+    __slots__ = ("call_id", "_deadline", "_metadata", "_lock", "_callbacks", "_active", "_code",
+                 "_details", "_trailing")
+
+    def __init__(self, call_id: int, timeout_s: float, metadata):
+        self.call_id = call_id
+        self._deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+        self._metadata = metadata
+        self._lock = _thread.allocate_lock()
+        self._callbacks: list = []
+        self._active = True
+        self._code = None
+        self._details = ""
+        self._trailing = ()
+
+    def time_remaining(self):
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def invocation_metadata(self):
+        return tuple(self._metadata.items())
+
+    def add_callback(self, fn) -> bool:
+        with self._lock:
+            if self._active:
+                self._callbacks.append(fn)
+                return True
+        return False
+
+    def is_active(self) -> bool:
+        return self._active
+
+    def set_trailing_metadata(self, metadata) -> None:
+        self._trailing = tuple(metadata)
+
+    def code(self):
+        return self._code
+
+    def abort(self, code, details):
+        self._code, self._details = code, details
+        raise _Aborted(details)
+
+    def end(self) -> None:
+        """The call is over (finished, cancelled, or its connection closed): runs the callbacks."""
+        with self._lock:
+            if not self._active:
+                return
+            self._active = False
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - one failing callback must not stop the others
+                _log.exception("a call's cancellation callback failed")
+
+
+class _Handler:
+    __slots__ = ("fn", "parse", "streaming", "raw", "inline", "attrs")
+
+    def __init__(self, fn, parse, streaming: bool, raw: bool, inline: bool, attrs: dict):
+        self.fn, self.parse, self.streaming, self.raw, self.inline = fn, parse, streaming, raw, inline
+        self.attrs = attrs   # the metrics' rpc.service and rpc.method
+
+
+def servicer_handlers(servicer, service, messages, raw_responses=()) -> dict:
+    """The handler table of `servicer` for a `LocalChannelServer`: its unary and response-streaming
+    methods of the service descriptor `service`, whose messages are in module `messages`.
+
+    Methods named in `raw_responses` yield their responses already serialized.
+    """
+    table = {}
+    for m in service.methods:
+        if m.client_streaming:
+            continue
+        table[m.name] = _Handler(getattr(servicer, m.name), getattr(messages, m.input_type.name).FromString,
+                                 m.server_streaming, m.name in raw_responses, m.name in INLINE_METHODS,
+                                 method_attributes(f"/{service.full_name}/{m.name}"))
+    return table
+
+
+class LocalChannelServer:
+    """Serves a handler table (`servicer_handlers`) on a Unix socket of this user's `socket_dir`.
+
+    Args:
+        handlers: method name -> handler.
+        name: for thread names and logs.
+
+    Attributes:
+        offer: the `LocalChannelOffer` GetStatus advertises.
+
+    Raises:
+        OSError: no socket can be made (no usable directory...): serve over gRPC only.
+    """
+
+    def __init__(self, handlers: dict, name: str = "worker"):
+        self._handlers = handlers
+        self._name = name
+        self._token = secrets.token_bytes(16)
+        directory = socket_dir()
+        _remove_stale_sockets(directory)
+        self.path = os.path.join(directory, f"{secrets.token_hex(12)}.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._listener.bind(self.path)
+            os.chmod(self.path, 0o600)
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            _unlink(self.path)
+            raise
+        self.offer = worker_pb2.LocalChannelOffer(path=self.path, token=self._token)
+        self._pool = concurrent.futures.ThreadPoolExecutor(POOL_THREADS, thread_name_prefix=f"kernflow-local-{name}")
+        self._lock = threading.Lock()
+        self._conns: set = set()
+        self._closed = False
+        threading.Thread(target=self._accept, name=f"kernflow-local-accept-{name}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return   # closed by `stop`
+            uid = _peer_uid(sock)
+            if uid is not None and uid != os.geteuid():
+                _log.warning("same-host channel %s: refused a connection from uid %d", self.path, uid)
+                sock.close()
+                continue
+            conn = _ServerConnection(self, sock)
+            with self._lock:
+                if self._closed:
+                    sock.close()
+                    return
+                self._conns.add(conn)
+            threading.Thread(target=conn.serve, name=f"kernflow-local-conn-{self._name}", daemon=True).start()
+
+    def _forget(self, conn) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+    def stop(self) -> None:
+        """Stops serving: the socket is removed and every connection closed (its calls cancelled)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        _unlink(self.path)
+        for c in conns:
+            c.close()
+        self._pool.shutdown(wait=False)
+
+
+class _ServerConnection:
+    def __init__(self, server: LocalChannelServer, sock: socket.socket):
+        self._server = server
+        self._sock = sock
+        self._send_lock = _thread.allocate_lock()
+        self._calls: dict[int, _Context] = {}
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        rfile = None
+        try:
+            self._sock.settimeout(HELLO_TIMEOUT_S)
+            rfile = self._sock.makefile("rb")
+            header, body = _read_frame(rfile)
+            if header.kind != _HELLO or not secrets.compare_digest(bytes(body), self._server._token):
+                raise _ProtocolError("the first frame is not a HELLO with the offer's token")
+            self._sock.settimeout(None)
+            _hello(self._sock, self._server._token)
+            handlers = self._server._handlers
+            while True:
+                header, body = _read_frame(rfile)
+                kind = header.kind
+                if kind == _REQUEST:
+                    self._start(handlers, header, body)
+                elif kind == _CANCEL:
+                    ctx = self._calls.pop(header.call_id, None)
+                    if ctx is not None:
+                        ctx.end()
+                else:
+                    raise _ProtocolError(f"unexpected frame kind {kind}")
+        except (OSError, EOFError, ValueError):
+            pass
+        except _ProtocolError as e:
+            _log.warning("same-host channel %s: closing a connection: %s", self._server.path, e)
+        finally:
+            calls, self._calls = self._calls, {}
+            for ctx in calls.values():   # the caller is gone: its calls are cancelled
+                ctx.end()
+            if rfile is not None:
+                rfile.close()
+            self._sock.close()
+            self._server._forget(self)
+
+    def _start(self, handlers, header, body) -> None:
+        ctx = _Context(header.call_id, header.timeout_s, header.metadata)
+        handler = handlers.get(header.method)
+        if handler is None:
+            self._end(ctx, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {header.method}",
+                      force=True)
+            return
+        self._calls[ctx.call_id] = ctx
+        if handler.inline:
+            self._run(handler, ctx, body)
+        else:
+            try:
+                self._server._pool.submit(self._run, handler, ctx, body)
+            except RuntimeError:   # the server is stopping
+                self._calls.pop(ctx.call_id, None)
+                self._end(ctx, grpc.StatusCode.UNAVAILABLE.value[0], "the server is shutting down", force=True)
+
+    def _run(self, handler: _Handler, ctx: _Context, body) -> None:
+        metered = _metrics_on()
+        if metered:
+            start = time.perf_counter()
+            _count("server", "received", len(body), handler.attrs)
+        code = _OK
+        try:
+            try:
+                request = handler.parse(body)
+            except DecodeError as e:
+                raise errors.InvalidArgumentError(None, None, f"malformed request: {e}") from None
+            if handler.streaming:
+                out = handler.fn(request, ctx)
+                try:
+                    for item in out:
+                        if not ctx._active:
+                            return
+                        data = item if handler.raw else item.SerializeToString()
+                        if metered:
+                            _count("server", "sent", len(data), handler.attrs)
+                        self._send(ctx.call_id, _MESSAGE, data)
+                finally:
+                    out.close()
+                self._end(ctx, _OK)
+            else:
+                resp = handler.fn(request, ctx).SerializeToString()
+                if len(resp) > MAX_BODY_BYTES:
+                    raise errors.ResourceExhaustedError(None, None, f"a response of {len(resp)} bytes "
+                                                        f"exceeds the same-host channel's {MAX_BODY_BYTES}")
+                if metered:
+                    _count("server", "sent", len(resp), handler.attrs)
+                self._end(ctx, _OK, body=resp)
+        except _Aborted:
+            code = ctx._code.value[0]
+            self._end(ctx, code, ctx._details, handler_error=any(k == HANDLER_KEY for k, _ in ctx._trailing))
+        except OSError:
+            code = grpc.StatusCode.UNAVAILABLE.value[0]   # the connection broke: the reader cancels the rest
+        except Exception as e:  # noqa: BLE001 - a handler without `rpc_method`: reported as gRPC would
+            status, details = status_for_exception(e)
+            code = status.value[0]
+            self._end(ctx, code, details)
+        finally:
+            self._calls.pop(ctx.call_id, None)
+            ctx.end()
+            if metered and not handler.streaming:
+                _timed("server", handler.attrs, start, code)
+
+    def _send(self, call_id: int, kind: int, body=b"", **fields) -> None:
+        _send_frame(self._sock, self._send_lock, _F(call_id=call_id, kind=kind, **fields).SerializeToString(),
+                    body)
+
+    def _end(self, ctx: _Context, code: int, details: str = "", body=b"", handler_error=False,
+             force=False) -> None:
+        if not force and ctx.call_id not in self._calls:
+            return   # cancelled: nobody waits for its end
+        try:
+            self._send(ctx.call_id, _END, body, code=code, details=details, handler_error=handler_error)
+        except OSError:
+            pass
+
+
+def _peer_uid(sock: socket.socket):
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return uid
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove_stale_sockets(directory: str, limit: int = 1000) -> None:
+    """Removes sockets of `directory` nobody listens on (their servers were killed)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(".sock")][:limit]
+    except OSError:
+        return
+    for n in names:
+        path = os.path.join(directory, n)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(0.2)
+            s.connect(path)
+        except ConnectionRefusedError:
+            _unlink(path)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
+# ---------------------------------------------------------------------------- caller
+class LocalChannel:
+    """A connection to one worker's `LocalChannelServer`, shared by every call to it.
+
+    Args:
+        offer: the worker's `LocalChannelOffer`.
+        address: the worker's gRPC address (the key it is cached under).
+
+    Raises:
+        OSError, EOFError, _ProtocolError: connecting or the HELLO exchange failed.
+    """
+
+    def __init__(self, offer: worker_pb2.LocalChannelOffer, address: str):
+        self.path = offer.path
+        self.address = address
+        self.alive = True
+        self._calls: dict[int, object] = {}
+        self._ids = itertools.count(1)
+        self._send_lock = _thread.allocate_lock()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(HELLO_TIMEOUT_S)
+            sock.connect(self.path)
+            _hello(sock, offer.token)
+            rfile = sock.makefile("rb")
+            header, body = _read_frame(rfile)
+            if header.kind != _HELLO or bytes(body) != offer.token:
+                raise _ProtocolError("the server did not answer HELLO with the offer's token")
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock, self._rfile = sock, rfile
+        threading.Thread(target=self._read, name="kernflow-local-reader", daemon=True).start()
+
+    def __repr__(self):
+        return f"<LocalChannel {self.path} for {self.address}{'' if self.alive else ' (closed)'}>"
+
+    def _read(self) -> None:
+        calls = self._calls
+        try:
+            while True:
+                header, body = _read_frame(self._rfile)
+                call = calls.pop(header.call_id, None) if header.kind == _END else calls.get(header.call_id)
+                if call is not None:
+                    call.deliver(header, body)
+        except (OSError, EOFError, ValueError, _ProtocolError) as e:
+            reason = "the worker closed the connection" if isinstance(e, EOFError) else str(e)
+        self._broken(reason)
+
+    def _broken(self, reason: str) -> None:
+        self.alive = False
+        _dropped(self)
+        end = _F(kind=_END, code=grpc.StatusCode.UNAVAILABLE.value[0],
+                 details=f"the same-host channel {self.path} broke ({reason})")
+        for call_id in list(self._calls):
+            call = self._calls.pop(call_id, None)
+            if call is not None:
+                call.deliver(end, b"")
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Closes the connection; calls in flight fail with UnavailableError."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _start(self, call, method: str, request: bytes, timeout, metadata) -> int:
+        if not self.alive:
+            raise errors.UnavailableError(None, None, f"the same-host channel {self.path} is closed")
+        call_id = next(self._ids)
+        header = _F(call_id=call_id, kind=_REQUEST, method=method,
+                    timeout_s=float(timeout) if timeout else 0.0)
+        if metadata:
+            header.metadata.update(metadata)
+        self._calls[call_id] = call
+        try:
+            _send_frame(self._sock, self._send_lock, header.SerializeToString(), request)
+        except OSError as e:
+            self._calls.pop(call_id, None)
+            raise errors.UnavailableError(None, None, f"the same-host channel {self.path} broke: {e}") from None
+        return call_id
+
+    def cancel(self, call_id: int) -> None:
+        if self._calls.pop(call_id, None) is not None:
+            try:
+                _send_frame(self._sock, self._send_lock, _F(call_id=call_id, kind=_CANCEL).SerializeToString())
+            except OSError:
+                pass
+
+    def unary(self, method: str, request: bytes, timeout, what, metadata=None) -> bytes:
+        """Calls unary `method`; returns its serialized response.
+
+        Args:
+            timeout: seconds, or None for no deadline.
+            what: names the call in errors (a string, or a function returning one).
+
+        Raises:
+            The TF error class of the call's status (as `rpc_errors.error_from_rpc` names it).
+        """
+        call = _Unary()
+        metered = _metrics_on()
+        if metered:
+            start, attrs = time.perf_counter(), _client_attrs(method)
+            _count("client", "sent", len(request), attrs)
+        call_id = self._start(call, method, request, timeout, metadata)
+        if not call.done.acquire(timeout=max(0.0, timeout) if timeout is not None else -1):
+            self.cancel(call_id)
+            if metered:
+                _timed("client", attrs, start, grpc.StatusCode.DEADLINE_EXCEEDED.value[0])
+            raise error_for_status(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded",
+                                   what() if callable(what) else what)
+        header, body = call.result
+        if metered:
+            _count("client", "received", len(body), attrs)
+            _timed("client", attrs, start, header.code)
+        if header.code != _OK:
+            raise error_for_status(status_for_code(header.code), header.details,
+                                   what() if callable(what) else what, header.handler_error)
+        return body
+
+    def stream(self, method: str, request: bytes, timeout, what: str, metadata=None) -> "LocalStreamCall":
+        """Starts response-streaming `method`; returns the iterator of its serialized responses."""
+        call = LocalStreamCall(self, timeout, what, _client_attrs(method) if _metrics_on() else None)
+        if call.attrs is not None:
+            _count("client", "sent", len(request), call.attrs)
+        call.call_id = self._start(call, method, request, timeout, metadata)
+        return call
+
+
+_attrs_cache: dict[str, dict] = {}
+
+
+def _client_attrs(method: str) -> dict:
+    attrs = _attrs_cache.get(method)
+    if attrs is None:
+        attrs = _attrs_cache[method] = method_attributes(f"/{_WORKER_SERVICE}/{method}")
+    return attrs
+
+
+class _Unary:
+    __slots__ = ("done", "result")
+
+    def __init__(self):
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.result = None
+
+    def deliver(self, header, body) -> None:
+        if header.kind == _END and self.result is None:
+            self.result = (header, body)
+            self.done.release()
+
+
+class LocalStreamCall:
+    """Iterates the serialized responses of a streaming call; `cancel` (or `close`) ends it from any
+    thread; a call dropped before its end is cancelled."""
+
+    def __init__(self, channel: LocalChannel, timeout, what: str, attrs=None):
+        self.attrs = attrs   # counted in the metrics when not None
+        self._channel = channel
+        self._deadline = time.monotonic() + timeout if timeout is not None else None
+        self._what = what
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._ended = False
+        self.call_id = 0
+
+    def deliver(self, header, body) -> None:
+        self._q.put((header, body))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        if self._ended:
+            raise StopIteration
+        try:
+            if self._deadline is None:
+                header, body = self._q.get()
+            else:
+                header, body = self._q.get(timeout=max(0.0, self._deadline - time.monotonic()))
+        except queue.Empty:
+            self.cancel()
+            raise error_for_status(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", self._what) from None
+        if header.kind == _MESSAGE:
+            if self.attrs is not None:
+                _count("client", "received", len(body), self.attrs)
+            return body
+        self._ended = True
+        self._channel._calls.pop(self.call_id, None)
+        if header.code != _OK:
+            raise error_for_status(status_for_code(header.code), header.details, self._what, header.handler_error)
+        raise StopIteration
+
+    def cancel(self) -> None:
+        """Cancels the call (nothing happens if it already ended)."""
+        if not self._ended:
+            self._ended = True
+            self._channel.cancel(self.call_id)
+            self._q.put((_F(kind=_END, code=grpc.StatusCode.CANCELLED.value[0], details="Cancelled"), b""))
+
+    close = cancel
+
+    def __del__(self):
+        if not getattr(self, "_ended", True):
+            self.cancel()
+
+
+# ---------------------------------------------------------------------------- this process's channels
+_lock = threading.Lock()
+_by_address: dict[str, object] = {}   # address -> LocalChannel | retry time (monotonic) | _NEGOTIATING
+_NEGOTIATING = object()
+
+
+def channel_for(address: str, get_status=None) -> LocalChannel | None:
+    """The open channel to the worker at `address`; None: call over gRPC.
+
+    Args:
+        get_status: ``get_status(request, timeout)`` over gRPC: when given and nothing is known of
+            the worker yet, the channel is negotiated with it now (the hot methods pass it; the
+            others use a channel only once one is open, and `note_status` opens one from any
+            GetStatus answer, so no extra call is made for them).
+
+    Callers that arrive while another thread negotiates call over gRPC meanwhile.
+    """
+    if not enabled():
+        return None
+    entry = _by_address.get(address)
+    if entry.__class__ is LocalChannel:
+        if entry.alive:
+            return entry
+    elif entry is _NEGOTIATING or (entry is not None and time.monotonic() < entry):
+        return None
+    if get_status is None:
+        return None
+    return _negotiate(address, lambda: get_status(worker_pb2.GetStatusRequest(), NEGOTIATION_TIMEOUT_S))
+
+
+def note_status(address: str, status: worker_pb2.GetStatusResponse) -> None:
+    """Opens the channel to the worker at `address` from a GetStatus answer it gave over gRPC, unless
+    one is open or being negotiated (or the answer offers none: then gRPC for `FAILED_TTL_S`)."""
+    if not enabled():
+        return
+    entry = _by_address.get(address)
+    if (entry.__class__ is LocalChannel and entry.alive) or entry is _NEGOTIATING or \
+            (entry.__class__ is float and time.monotonic() < entry and not status.local_channel.path):
+        return
+    _negotiate(address, lambda: status)
+
+
+def _negotiate(address: str, status_fn) -> LocalChannel | None:
+    with _lock:
+        entry = _by_address.get(address)
+        if entry.__class__ is LocalChannel and entry.alive:
+            return entry
+        if entry is _NEGOTIATING:
+            return None
+        _by_address[address] = _NEGOTIATING
+    chan, result = None, time.monotonic() + UNREACHED_TTL_S
+    try:
+        status = status_fn()
+        result = time.monotonic() + FAILED_TTL_S
+        offer = status.local_channel
+        if offer.path and status.host_id and status.host_id == _transport.host_id():
+            chan = result = LocalChannel(offer, address)
+    except Exception as e:  # noqa: BLE001 - any failure means gRPC for a while
+        _log.debug("no same-host channel to %s: %s", address, e)
+    finally:
+        with _lock:
+            if _by_address.get(address) is _NEGOTIATING:
+                _by_address[address] = result
+    return chan
+
+
+def _dropped(chan: LocalChannel) -> None:
+    """A broken channel: the next call to its address negotiates again."""
+    with _lock:
+        if _by_address.get(chan.address) is chan:
+            del _by_address[chan.address]
+
+
+def forget(address: str | None = None) -> None:
+    """Closes this process's channel to `address` (all of them when None); the next call negotiates."""
+    with _lock:
+        if address is None:
+            entries = list(_by_address.values())
+            _by_address.clear()
+        else:
+            entries = [_by_address.pop(address, None)]
+    for e in entries:
+        if e.__class__ is LocalChannel:
+            e.close()
