@@ -289,15 +289,18 @@ def receive_buffer(dtype_enum: int, shape_proto, total_bytes: int, what: str = "
     if dtype_enum == 0:
         raise errors.InvalidArgumentError(None, None, f"{what} has no dtype")
     shape = _shape_from(shape_proto)
-    dt = _dtypes.as_dtype(dtype_enum)
-    if dt == _dtypes.string:
-        raise errors.InvalidArgumentError(None, None, f"{what} announces a string tensor, which has no "
-                                          f"raw bytes")
-    wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
+    wire = _DECODE.get(dtype_enum)
+    if wire is None:
+        dt = _dtypes.as_dtype(dtype_enum)
+        if dt == _dtypes.string:
+            raise errors.InvalidArgumentError(None, None, f"{what} announces a string tensor, which has "
+                                              f"no raw bytes")
+        wire = _DECODE[dtype_enum] = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
     expected = _num_elements(shape) * wire.itemsize
     if int(total_bytes) != expected:
         raise errors.InvalidArgumentError(
-            None, None, f"{what} announces total_bytes={int(total_bytes)}, but a {dt.name} tensor of "
+            None, None, f"{what} announces total_bytes={int(total_bytes)}, but a "
+                        f"{_dtypes.as_dtype(dtype_enum).name} tensor of "
                         f"shape {shape} has {expected} bytes")
     out = np.empty(shape, dtype=wire)
     return out, _byte_view(out)
@@ -321,12 +324,12 @@ def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BY
         yield from value.frames
         return
     if not is_dead and value is not None:
-        arr = to_host_array(value)
+        arr = value if type(value) is np.ndarray else to_host_array(value)
         if not _is_string(arr):
-            dt, wire = _wire_dtype(arr)
-            arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-            yield from _numeric_frames(dt.as_datatype_enum, arr.shape, _byte_view(arr), arr.nbytes,
-                                       chunk_bytes)
+            enum, wire = _encoding(arr.dtype)
+            if arr.dtype != wire or not arr.flags.c_contiguous:
+                arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            yield from _numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes)
             return
     for msg in iter_recv_chunks(value, is_dead, chunk_bytes):
         yield msg.SerializeToString()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import errno
+import heapq
 import itertools
 import logging
 import os
@@ -146,10 +147,16 @@ def _read_frame(rfile):
     hlen, blen = _FRAME.unpack(prefix)
     if hlen > MAX_HEADER_BYTES:
         raise _ProtocolError(f"a frame header of {hlen} bytes (at most {MAX_HEADER_BYTES})")
-    raw = rfile.read(hlen)
-    body = rfile.read(blen) if blen else b""
-    if len(raw) < hlen or len(body) < blen:
-        raise EOFError
+    if blen <= _SMALL_BODY:   # (one read; a large body is read on its own, not copied again)
+        data = rfile.read(hlen + blen)
+        if len(data) < hlen + blen:
+            raise EOFError
+        raw, body = data[:hlen], data[hlen:] if blen else b""
+    else:
+        raw = rfile.read(hlen)
+        body = rfile.read(blen)
+        if len(raw) < hlen or len(body) < blen:
+            raise EOFError
     try:
         return _F.FromString(raw), body
     except DecodeError as e:
@@ -224,26 +231,32 @@ class _Context:
 
 
 class _Handler:
-    __slots__ = ("fn", "parse", "streaming", "raw", "inline", "attrs")
+    __slots__ = ("fn", "parse", "streaming", "raw", "inline", "attrs", "push")
 
-    def __init__(self, fn, parse, streaming: bool, raw: bool, inline: bool, attrs: dict):
+    def __init__(self, fn, parse, streaming: bool, raw: bool, inline: bool, attrs: dict, push=None):
         self.fn, self.parse, self.streaming, self.raw, self.inline = fn, parse, streaming, raw, inline
         self.attrs = attrs   # the metrics' rpc.service and rpc.method
+        # ``push(request, context, emit, finish, call_at) -> bool``: a streaming method's form that
+        # answers from the threads producing its responses (no thread waits); False: use `fn`.
+        self.push = push
 
 
 def servicer_handlers(servicer, service, messages, raw_responses=()) -> dict:
     """The handler table of `servicer` for a `LocalChannelServer`: its unary and response-streaming
     methods of the service descriptor `service`, whose messages are in module `messages`.
 
-    Methods named in `raw_responses` yield their responses already serialized.
+    Methods named in `raw_responses` yield their responses already serialized. A streaming method
+    ``M`` with a ``MPush`` method beside it (``(request, context, emit, finish, call_at) -> bool``,
+    see `_Handler.push`) is answered through that when it accepts the call.
     """
     table = {}
     for m in service.methods:
         if m.client_streaming:
             continue
+        push = getattr(servicer, f"{m.name}Push", None) if m.server_streaming and m.name in raw_responses else None
         table[m.name] = _Handler(getattr(servicer, m.name), getattr(messages, m.input_type.name).FromString,
                                  m.server_streaming, m.name in raw_responses, m.name in INLINE_METHODS,
-                                 method_attributes(f"/{service.full_name}/{m.name}"))
+                                 method_attributes(f"/{service.full_name}/{m.name}"), push)
     return table
 
 
@@ -279,6 +292,7 @@ class LocalChannelServer:
             raise
         self.offer = worker_pb2.LocalChannelOffer(path=self.path, token=self._token)
         self._pool = concurrent.futures.ThreadPoolExecutor(POOL_THREADS, thread_name_prefix=f"kernflow-local-{name}")
+        self.timers = Timers(f"kernflow-local-timers-{name}")
         self._lock = threading.Lock()
         self._conns: set = set()
         self._closed = False
@@ -323,6 +337,7 @@ class LocalChannelServer:
         for c in conns:
             c.close()
         self._pool.shutdown(wait=False)
+        self.timers.close()
 
 
 class _ServerConnection:
@@ -381,6 +396,8 @@ class _ServerConnection:
                       force=True)
             return
         self._calls[ctx.call_id] = ctx
+        if handler.push is not None and self._push(handler, ctx, body):
+            return
         if handler.inline:
             self._run(handler, ctx, body)
         else:
@@ -389,6 +406,39 @@ class _ServerConnection:
             except RuntimeError:   # the server is stopping
                 self._calls.pop(ctx.call_id, None)
                 self._end(ctx, grpc.StatusCode.UNAVAILABLE.value[0], "the server is shutting down", force=True)
+
+    def _push(self, handler: _Handler, ctx: _Context, body) -> bool:
+        """Starts `handler.push` on this (the reader) thread; False when it declined the call."""
+        metered = _metrics_on()
+        start = time.perf_counter() if metered else 0.0
+        call_id = ctx.call_id
+
+        def emit(data) -> None:
+            if not ctx._active:
+                raise errors.CancelledError(None, None, "the call ended")
+            if metered:
+                _count("server", "sent", len(data), handler.attrs)
+            self._send(call_id, _MESSAGE, data)
+
+        def finish(err) -> None:
+            if err is None:
+                self._end(ctx, _OK)
+            else:
+                status, details = status_for_exception(err)
+                self._end(ctx, status.value[0], details, handler_error=True)
+            self._calls.pop(call_id, None)
+            ctx.end()
+
+        try:
+            request = handler.parse(body)
+            if metered:
+                _count("server", "received", len(body), handler.attrs)
+            return bool(handler.push(request, ctx, emit, finish, self._server.timers.call_at))
+        except DecodeError as e:
+            finish(errors.InvalidArgumentError(None, None, f"malformed request: {e}"))
+        except Exception as e:  # noqa: BLE001 - refused before anything started: reported to the caller
+            finish(e)
+        return True
 
     def _run(self, handler: _Handler, ctx: _Context, body) -> None:
         metered = _metrics_on()
@@ -487,6 +537,79 @@ def _remove_stale_sockets(directory: str, limit: int = 1000) -> None:
             pass
         finally:
             s.close()
+
+
+class Timers:
+    """Runs callbacks at given times on one thread (the deadlines of pushed calls).
+
+    `call_at` returns a handle whose `cancel` withdraws the callback; cancelled entries leave the
+    queue when due, or all at once when they outnumber the live ones.
+    """
+
+    def __init__(self, name: str):
+        self._name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list = []
+        self._seq = itertools.count()
+        self._cancelled = 0
+        self._thread = None
+        self._closed = False
+
+    def call_at(self, when: float, fn) -> "_Timer":
+        t = _Timer(self, fn)
+        with self._cond:
+            if self._closed:
+                return t
+            heapq.heappush(self._heap, (when, next(self._seq), t))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is t:
+                self._cond.notify()
+        return t
+
+    def _cancelled_one(self) -> None:
+        with self._cond:
+            self._cancelled += 1
+            if self._cancelled > 1000 and self._cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if e[2].fn is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._closed:
+                    return
+                _, _, t = heapq.heappop(self._heap)
+                fn, t.fn = t.fn, None
+                if fn is None:
+                    self._cancelled = max(0, self._cancelled - 1)
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one failing callback must not stop the others
+                    _log.exception("a timer callback failed")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+
+
+class _Timer:
+    __slots__ = ("_timers", "fn")
+
+    def __init__(self, timers: Timers, fn):
+        self._timers, self.fn = timers, fn
+
+    def cancel(self) -> None:
+        if self.fn is not None:
+            self.fn = None
+            self._timers._cancelled_one()
 
 
 # ---------------------------------------------------------------------------- caller

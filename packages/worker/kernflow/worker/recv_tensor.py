@@ -142,6 +142,45 @@ class RecvTensorService:
                 raise errors.InternalError(None, None, f"RecvTensor({key!r}) lost its value")
         return box[0]
 
+    def recv_tensor_push(self, req, emit, finish, on_cancel, call_at) -> bool:
+        """RecvTensor answered from the threads that produce its values: no thread waits for them.
+
+        For servers that may send from any thread (the same-host channel): each value's serialized
+        responses, exactly as `recv_tensor_raw` yields them, go to ``emit(bytes)`` from the thread
+        whose `_Send` delivered the value (or this one, when it is here already), then
+        ``finish(error or None)`` is called once.
+
+        Args:
+            on_cancel: ``on_cancel(fn)`` calls `fn` when the caller goes away.
+            call_at: ``call_at(monotonic time, fn) -> handle with cancel()``: runs `fn` at the
+                call's deadline (`recv_timeout_s` unless the request's call says less).
+
+        Returns:
+            False, having done nothing, when the call needs `recv_tensor_raw` (a transport other than
+            in-band, or tracing, which spans the generator).
+
+        Raises:
+            InvalidArgumentError: a malformed key, or one produced on another task (before anything
+            was registered). The step's abort error, as RecvTensor's.
+        """
+        if req.transport or _tracing():
+            return False
+        keys = [req.rendezvous_key, *req.more_rendezvous_keys]
+        if len(set(keys)) != len(keys):
+            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a key is "
+                                              f"repeated in {keys}")
+        ends = []
+        for key in keys:
+            fields = parse_key(key)
+            if not self.is_local_device(fields[0]):
+                raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
+                                                  f"{key!r}: its sender is not on this task")
+            ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
+        rdv = self._step(req.step_id, for_recv=True)
+        call = _PushedRecv(self, req.step_id, rdv, keys, ends, emit, finish)
+        call.start(on_cancel, call_at, self.recv_timeout_s)
+        return True
+
     def _recv_many(self, req, timeout, on_cancel):
         """RecvTensor of several keys of one step (`more_rendezvous_keys`): each value's messages as
         soon as it is sent here, its first message marked with `key_number` (1 + the key's index).
@@ -206,6 +245,75 @@ class RecvTensorService:
                 withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
             self._recv_left(req.step_id, rdv)
         self._retire_if_done(req.step_id, rdv)
+
+
+class _PushedRecv:
+    """One `RecvTensorService.recv_tensor_push` call: its keys' callbacks, and the call's end.
+
+    Invariant: `finish` runs once, after the last value was emitted or at the first error (a
+    failed value, the deadline, the caller leaving, a failed emit); each value's messages are
+    emitted together under `_lock`, never after the end.
+    """
+
+    def __init__(self, service, step_id, rdv, keys, ends, emit, finish):
+        self._service, self._step_id, self._rdv = service, step_id, rdv
+        self._keys, self._ends = keys, ends
+        self._emit, self._finish = emit, finish
+        self._many = len(keys) > 1
+        self._lock = threading.Lock()
+        self._left = set(range(len(keys)))
+        self._ended = False
+        self._timer = None
+        self._callbacks = [lambda v, d, e, i=i: self._deliver(i, v, d, e) for i in range(len(keys))]
+
+    def start(self, on_cancel, call_at, wait_s: float) -> None:
+        self._timer = call_at(time.monotonic() + wait_s, lambda: self._end(errors.DeadlineExceededError(
+            None, None, f"{self._service.task_name}: a tensor of step {self._step_id} was not produced "
+            f"within {wait_s:g} s (keys {self._keys})")))
+        on_cancel(lambda: self._end(errors.CancelledError(None, None, f"RecvTensor({self._keys}) cancelled")))
+        for key, cb in zip(self._keys, self._callbacks):
+            if self._ended:
+                break
+            self._rdv.recv_local(key, cb)   # (calls cb at once when the value is here)
+
+    def _deliver(self, i: int, value, is_dead, err) -> None:
+        if err is not None:
+            self._end(err)
+            return
+        send_dev, recv_type = self._ends[i]
+        if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
+            value = send_dev.to_host(value)   # still in the sender's device memory
+        marker = _key_number_field(i + 1) if self._many else b""
+        with self._lock:
+            if self._ended:
+                return
+            self._left.discard(i)
+            last = not self._left
+            try:
+                for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
+                    self._emit(chunk + marker if n == 0 else chunk)
+            except Exception as e:  # noqa: BLE001 - the connection broke: the call ends
+                self._left.add(i)
+                err = e
+        if err is not None:
+            self._end(err)
+        elif last:
+            self._end(None)
+
+    def _end(self, err) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            left = list(self._left)
+        if self._timer is not None:
+            self._timer.cancel()
+        for i in left:   # withdrawn; one taken by a send at this instant finds the call ended
+            self._rdv.cancel_local(self._keys[i], self._callbacks[i])
+        self._service._recv_left(self._step_id, self._rdv)
+        if err is None:
+            self._service._retire_if_done(self._step_id, self._rdv)
+        self._finish(err)
 
 
 def _key_number_field(n: int) -> bytes:

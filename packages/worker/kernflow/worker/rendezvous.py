@@ -56,7 +56,7 @@ class WorkerRendezvous:
     Args:
         step_id: the step.
         owner: the `Worker`; it provides ``is_local_device(name)``, ``device_by_name(name)``,
-            ``pull_client(task_name)``, ``task_of(device_name)``, ``pull_pool`` (an executor with
+            ``pull_client(task_name)``, ``task_of(device_name)``, ``receiver_of(key)``, ``pull_pool`` (an executor with
             ``submit``), ``transports`` (a `PeerTransports`) and ``recv_timeout_s``.
 
     Attributes:
@@ -373,10 +373,8 @@ class WorkerRendezvous:
     def _to_receiver(self, key: str, value):
         """`value` in the receiving device's memory when both ends are of one kind (the _Recv kernel
         expects that; it converts itself otherwise)."""
-        fields = key.split(";")
-        if device_type_of(fields[0]) == device_type_of(fields[2]):
-            return self._owner.device_by_name(fields[2]).to_device(value)
-        return value
+        dev = self._owner.receiver_of(key)
+        return value if dev is None else dev.to_device(value)
 
     def _pull(self, pid: int, key: str, send_device: str) -> None:
         if self.trace_context is None:

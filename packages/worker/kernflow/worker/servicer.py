@@ -177,6 +177,20 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self.recv_tensor_bytes_served += len(b)
             yield b if self.raw_responses else R.FromString(b)
 
+    def RecvTensorPush(self, request, context, emit, finish, call_at) -> bool:
+        """RecvTensor for the same-host channel, answered from the threads that produce the values
+        (`Worker.recv_tensor_push`); False when the call needs the generator form (`RecvTensor`)."""
+        def counted(data):
+            with self._count_lock:
+                self.recv_tensor_bytes_served += len(data)
+            emit(data)
+
+        started = self._worker.recv_tensor_push(request, counted, finish, context.add_callback, call_at)
+        if started:
+            with self._count_lock:
+                self.recv_tensor_calls_served += 1
+        return started
+
     @rpc_method
     def CleanupGraph(self, request, context):
         return self._worker.cleanup_graph(request)

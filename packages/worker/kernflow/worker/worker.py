@@ -60,7 +60,7 @@ from kernflow.core.runtime.rendezvous import create_key
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 from kernflow.core.runtime.resource_mgr import Var
 from kernflow.worker.recv_tensor import RecvTensorService
-from kernflow.worker.rendezvous import WorkerRendezvous
+from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of
 from kernflow.worker.step_table import StepTable
 
 __all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S"]
@@ -68,6 +68,7 @@ __all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S"]
 DEFAULT_RECV_TIMEOUT_S = 60.0
 # Device names `is_local_device` remembers (they come from callers' rendezvous keys).
 _LOCAL_CACHE_SIZE = 4096
+_MISSING = object()
 _tracer = _otel.get_tracer("kernflow.worker")
 
 
@@ -157,7 +158,9 @@ class Worker(RecvTensorService):
         self._sessions: dict[str, dict] = {}     # session handle -> {"cache": {}, "graphs": set()}
         self._steps: dict[int, WorkerRendezvous] = self._table.steps
         self._handle_ids = itertools.count(1)
-        self._local_cache: dict[str, bool] = {}
+        self._local_cache: dict[str, bool] = {}        # the hot path's lookups, each bounded
+        self._task_cache: dict[str, str] = {}
+        self._receiver_cache: dict[str, object] = {}
         self._clients: dict[str, object] = {}
         self.transports = _transports.PeerTransports()   # how pulls reach each other task
         self._closed = False
@@ -181,13 +184,31 @@ class Worker(RecvTensorService):
 
     def task_of(self, device_name: str) -> str:
         """Returns the task name ("/job:x/replica:0/task:i") of a full device name."""
+        task = self._task_cache.get(device_name)
+        if task is not None:
+            return task
         try:
             s = device_spec.DeviceSpec.from_string(device_name)
         except ValueError as e:
             raise errors.InvalidArgumentError(None, None, f"bad device name {device_name!r}: {e}") from None
         if s.job is None or s.task is None:
             raise errors.InvalidArgumentError(None, None, f"device {device_name!r} names no job and task")
-        return f"/job:{s.job}/replica:{s.replica or 0}/task:{s.task}"
+        task = f"/job:{s.job}/replica:{s.replica or 0}/task:{s.task}"
+        if len(self._task_cache) < _LOCAL_CACHE_SIZE:
+            self._task_cache[device_name] = task
+        return task
+
+    def receiver_of(self, key: str):
+        """The device of this task that receives rendezvous `key` when its sender's device is of
+        the same type (a pulled value goes into its memory), else None."""
+        hit = self._receiver_cache.get(key, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        fields = key.split(";")
+        dev = self.device_by_name(fields[2]) if device_type_of(fields[0]) == device_type_of(fields[2]) else None
+        if len(self._receiver_cache) < _LOCAL_CACHE_SIZE:
+            self._receiver_cache[key] = dev
+        return dev
 
     def device_by_name(self, name: str):
         """Returns this task's device called `name` (any spelling of the full name).
