@@ -51,6 +51,7 @@ def _waiting(s, step_id):
 
 def test_values_sent_before_and_after_the_call_arrive_marked_and_whole(worker, monkeypatch):
     s, c = worker
+    monkeypatch.setattr("kernflow.worker.recv_tensor._tracing", lambda: False)   # (traced calls use the generator)
     monkeypatch.setattr(type(s.worker), "_recv_many", lambda *a: pytest.fail("served by a waiting thread"))
     big = np.arange(600_000, dtype=np.float32)                 # 2.4 MB: three chunks
     keys = [_key(s, "a:0"), _key(s, "b:0"), _key(s, "c:0")]
@@ -67,13 +68,28 @@ def test_values_sent_before_and_after_the_call_arrive_marked_and_whole(worker, m
     assert _waiting(s, 31) == 0
 
 
-def test_a_missing_value_ends_the_call_at_its_deadline_and_leaves_no_waiter(worker):
+@pytest.mark.parametrize("pushed", [True, False])
+def test_a_missing_value_ends_the_call_at_its_deadline_and_leaves_no_waiter(worker, monkeypatch, pushed):
+    """The worker's bound (`recv_timeout_s`, or the call's own deadline when it has one) ends the
+    wait, pushed or not (traced calls are served by a waiting thread)."""
     s, c = worker
+    monkeypatch.setattr("kernflow.worker.recv_tensor._tracing", lambda: not pushed)
     s.worker.recv_timeout_s = 0.3
     key = _key(s, "never:0")
     t = time.monotonic()
     with pytest.raises(errors.DeadlineExceededError, match="was not produced within 0.3 s"):
-        list(c.recv_tensor_raw(worker_pb2.RecvTensorRequest(step_id=32, rendezvous_key=key), timeout=10))
+        list(c.recv_tensor_raw(worker_pb2.RecvTensorRequest(step_id=32, rendezvous_key=key)))
+    assert 0.25 < time.monotonic() - t < 3.0
+    assert _waiting(s, 32) == 0 and 32 not in s.worker._steps   # (an unclaimed step goes with its waiter)
+    s.worker.recv_timeout_s = 30
+    t = time.monotonic()
+    with pytest.raises(errors.DeadlineExceededError):   # (the worker's or the caller's: they race)
+        list(c.recv_tensor_raw(worker_pb2.RecvTensorRequest(step_id=32, rendezvous_key=key), timeout=0.4))
+    assert time.monotonic() - t < 3.0
+    deadline = time.monotonic() + 5
+    while _waiting(s, 32) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _waiting(s, 32) == 0
     assert 0.25 < time.monotonic() - t < 3.0
     assert _waiting(s, 32) == 0 and 32 not in s.worker._steps   # (an unclaimed step goes with its waiter)
 

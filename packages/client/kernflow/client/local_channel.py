@@ -26,9 +26,13 @@ body: the request or response message as gRPC would carry it (RecvTensor's respo
 the worker serialized itself). Each connection multiplexes calls by `call_id`. The server runs the
 short control methods (`INLINE_METHODS`: GetStatus, AbortStep, CleanupGraph...) on the connection's
 reader thread, so they are served even when every pool thread waits in a blocked step, and the
-others on a thread pool. A caller's deadline passes to the handler (`time_remaining`); when it
-expires, or the caller cancels, the caller sends CANCEL and the handler's cancellation callbacks run
-(`add_callback`, as gRPC runs them when a caller goes away); a closed connection cancels all its calls.
+others on a thread pool. A streaming method whose servicer also has a push form (RecvTensor:
+``RecvTensorPush``) is answered by it: its responses are sent from the threads that produce them
+(the `_Send` delivering a value), so no server thread waits per call, and its deadline runs on one
+`Timers` thread. A caller's deadline passes to the handler (`time_remaining`); when it expires, or
+the caller cancels, the caller sends CANCEL and the handler's cancellation callbacks run
+(`add_callback`, as gRPC runs them when a caller goes away); a closed connection cancels all its
+calls. Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
 """
 
 from __future__ import annotations
@@ -477,10 +481,12 @@ class _ServerConnection:
             self._end(ctx, code, ctx._details, handler_error=any(k == HANDLER_KEY for k, _ in ctx._trailing))
         except OSError:
             code = grpc.StatusCode.UNAVAILABLE.value[0]   # the connection broke: the reader cancels the rest
-        except Exception as e:  # noqa: BLE001 - a handler without `rpc_method`: reported as gRPC would
+        except BaseException as e:  # noqa: BLE001 - a handler without `rpc_method`: reported as gRPC would
             status, details = status_for_exception(e)
             code = status.value[0]
             self._end(ctx, code, details)
+            if not isinstance(e, Exception):
+                raise
         finally:
             self._calls.pop(ctx.call_id, None)
             ctx.end()

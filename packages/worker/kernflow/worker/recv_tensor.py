@@ -142,7 +142,7 @@ class RecvTensorService:
                 raise errors.InternalError(None, None, f"RecvTensor({key!r}) lost its value")
         return box[0]
 
-    def recv_tensor_push(self, req, emit, finish, on_cancel, call_at) -> bool:
+    def recv_tensor_push(self, req, emit, finish, on_cancel, call_at, timeout=None) -> bool:
         """RecvTensor answered from the threads that produce its values: no thread waits for them.
 
         For servers that may send from any thread (the same-host channel): each value's serialized
@@ -153,7 +153,9 @@ class RecvTensorService:
         Args:
             on_cancel: ``on_cancel(fn)`` calls `fn` when the caller goes away.
             call_at: ``call_at(monotonic time, fn) -> handle with cancel()``: runs `fn` at the
-                call's deadline (`recv_timeout_s` unless the request's call says less).
+                call's deadline.
+            timeout: the call's own deadline, in seconds from now; the wait is bounded by it, or
+                by `recv_timeout_s` when it has none (as `recv_tensor_raw`'s).
 
         Returns:
             False, having done nothing, when the call needs `recv_tensor_raw` (a transport other than
@@ -178,7 +180,7 @@ class RecvTensorService:
             ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
         rdv = self._step(req.step_id, for_recv=True)
         call = _PushedRecv(self, req.step_id, rdv, keys, ends, emit, finish)
-        call.start(on_cancel, call_at, self.recv_timeout_s)
+        call.start(on_cancel, call_at, timeout if timeout is not None and timeout > 0 else self.recv_timeout_s)
         return True
 
     def _recv_many(self, req, timeout, on_cancel):

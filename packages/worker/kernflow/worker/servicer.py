@@ -185,7 +185,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self.recv_tensor_bytes_served += len(data)
             emit(data)
 
-        started = self._worker.recv_tensor_push(request, counted, finish, context.add_callback, call_at)
+        started = self._worker.recv_tensor_push(request, counted, finish, context.add_callback, call_at,
+                                                _remaining(context))
         if started:
             with self._count_lock:
                 self.recv_tensor_calls_served += 1
