@@ -30,18 +30,18 @@ class CountingMaster(Master):
         super().__init__(*a, **kw)
         self.unary = self.streamed = self.pulled = 0
 
-    def run_step(self, request):
+    def run_step(self, request, **kw):
         self.unary += 1
-        return super().run_step(request)
+        return super().run_step(request, **kw)
 
-    def run_step_stream(self, request, trace_context=None):
+    def run_step_stream(self, request, trace_context=None, **kw):
         self.streamed += 1
-        return super().run_step_stream(request, trace_context)
+        return super().run_step_stream(request, trace_context, **kw)
 
-    def run_step_pull(self, requests, trace_context=None):
+    def run_step_pull(self, requests, trace_context=None, **kw):
         self.streamed += 1
         self.pulled += 1
-        return super().run_step_pull(requests, trace_context)
+        return super().run_step_pull(requests, trace_context, **kw)
 
 
 @pytest.fixture(params=["pull", "relay"])
@@ -156,12 +156,12 @@ class RecordingRequests(CountingMaster):
         super().__init__(*a, **kw)
         self.client_messages = []
 
-    def run_step_pull(self, requests, trace_context=None):
+    def run_step_pull(self, requests, trace_context=None, **kw):
         def recorded():
             for msg in requests:
                 self.client_messages.append(msg)
                 yield msg
-        return super().run_step_pull(recorded(), trace_context)
+        return super().run_step_pull(recorded(), trace_context, **kw)
 
 
 @pytest.fixture

@@ -515,11 +515,17 @@ class Master:
             return plan
 
     # ------------------------------------------------------------------ running a step
-    def run_step(self, request) -> master_pb2.RunStepResponse:
+    def run_step(self, request, on_cancel=None) -> master_pb2.RunStepResponse:
         """Runs one step: feeds go to the task holding the _Args, fetches come from the _Retvals.
 
         With tracing on, the step is a "Master.RunStep" span (a child of the caller's trace) with a
         "RunGraph" child per task, whose context travels on to the workers.
+
+        Args:
+            request: a `RunStepRequest`.
+            on_cancel: ``on_cancel(fn)`` calls `fn` when the caller's call ends (the servicer passes
+                ``context.add_callback``): a step still running then is aborted on every task
+                (CancelledError), so a client that cancelled or died leaves nothing blocked behind.
 
         Raises:
             The failing task's error (its class; the message names the task and, for a kernel,
@@ -527,19 +533,20 @@ class Master:
             `DeadlineExceededError` when the step's timeout passed.
         """
         if not _tracing():
-            return self._run_step(request)
+            return self._run_step(request, on_cancel)
         with _tracer.start_as_current_span("Master.RunStep", kind=_otel.SpanKind.SERVER,
                                            record_exception=True) as span:
             span.set_attribute("kernflow.session", request.session_handle)
             span.set_attribute("kernflow.fetch_count", len(request.fetch))
-            return self._run_step(request)
+            return self._run_step(request, on_cancel)
 
-    def _run_step(self, request) -> master_pb2.RunStepResponse:
+    def _run_step(self, request, on_cancel=None) -> master_pb2.RunStepResponse:
         s, plan, options = self._plan_for(request, pull=False)
         resp = master_pb2.RunStepResponse()
         if not plan.tasks:
             return resp
         step_id, reqs, timeout_ms = self._run_graph_requests(s, plan, request, options)
+        ended = self.watch_caller(on_cancel, plan.tasks, step_id, "RunStep")
         try:
             results = self._run_tasks(s, plan, step_id, reqs, timeout_ms)
         except BaseException as e:
@@ -547,6 +554,8 @@ class Master:
                 s.refresh = True
             self._cleanup(plan.tasks, step_id)
             raise
+        finally:
+            ended.append(True)
         # After a successful step each worker has dropped the step's state itself (the last of its
         # sent values taken, its RunGraph done: `Worker._retire_if_done`): no CleanupGraph calls,
         # which were three RPCs of every asynchronous training step with two ps tasks.
@@ -571,7 +580,7 @@ class Master:
             self._fill_metadata(s, plan, options, results, resp.metadata)
         return resp
 
-    def run_step_stream(self, request, trace_context=None):
+    def run_step_stream(self, request, trace_context=None, on_cancel=None):
         """Runs one step like `run_step`, streaming the fetched values back as they arrive.
 
         Every fetch is pulled with RecvTensor from the task that produced it and forwarded chunk
@@ -581,15 +590,16 @@ class Master:
             request: a `RunStepRequest`.
             trace_context: the caller's OpenTelemetry context (the servicer passes the one from
                 the call metadata); default: the context current when this is called.
+            on_cancel: as `run_step`'s.
 
         Returns:
             An iterator of `RunStepStreamResponse`: chunks of fetch 0, then of fetch 1, ..., then
             a last message with ``done`` set (and the metadata asked for).
         """
         from kernflow.master.stream_step import run_step_stream
-        return run_step_stream(self, request, trace_context)
+        return run_step_stream(self, request, trace_context, on_cancel)
 
-    def run_step_pull(self, requests, trace_context=None):
+    def run_step_pull(self, requests, trace_context=None, on_cancel=None):
         """Runs one step whose fetches waiting on remote tasks the client pulls itself.
 
         Like `run_step_stream`, but a fetch produced on a task this master reaches over gRPC is
@@ -599,13 +609,14 @@ class Master:
             requests: an iterator of `RunStepPullRequest`: the step first; after ``done``, relay
                 requests for located fetches; it ends when the client has every value.
             trace_context: as for `run_step_stream`.
+            on_cancel: as `run_step`'s.
 
         Returns:
             An iterator of `RunStepStreamResponse`: locations, then the chunks of the other fetches,
             then ``done``, then the chunks of each relayed fetch.
         """
         from kernflow.master.stream_step import run_step_pull
-        return run_step_pull(self, requests, trace_context)
+        return run_step_pull(self, requests, trace_context, on_cancel)
 
     def _plan_for(self, request, pull: bool):
         """Returns (session, step plan, RunOptions or None) of a RunStep request."""
@@ -678,6 +689,27 @@ class Master:
                 except Exception as e:  # noqa: BLE001 - best effort
                     _log.info("CleanupGraph of step %d on %s failed (ignored): %s", step_id, task, e)
             self._pool.submit(run)
+
+    def watch_caller(self, on_cancel, tasks, step_id: int, method: str) -> list:
+        """Aborts step `step_id` on `tasks` (CancelledError) if the caller's call ends first.
+
+        Args:
+            on_cancel: ``on_cancel(fn)`` that calls `fn` when the caller's call ends, or None.
+
+        Returns:
+            A list: append to it once the step has ended (the caller leaving after that is no
+            cancellation).
+        """
+        ended: list = []
+        if on_cancel is not None:
+            def caller_gone():
+                if not ended:
+                    _log.info("step %d: its %s caller went away; aborting it on %s", step_id, method,
+                              ", ".join(tasks))
+                    self._abort(tasks, step_id, errors.CANCELLED, f"Step {step_id} cancelled: its "
+                                f"{method} call ended (the client cancelled it or went away)")
+            on_cancel(caller_gone)
+        return ended
 
     def _abort(self, tasks, step_id: int, code: int, message: str) -> None:
         req = worker_pb2.AbortStepRequest(step_id=step_id, code=code, message=message)

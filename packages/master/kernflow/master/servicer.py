@@ -5,7 +5,8 @@ a TF error keeps its code and message, a malformed request is INVALID_ARGUMENT) 
 serving. The caller's trace context (W3C headers in the call metadata) is the parent of the master's
 spans ("Master.RunStep"), so the worker calls made for a step join the caller's trace: current while
 RunStep runs, handed explicitly to RunStepStream's and RunStepPull's generators (which must not keep
-a context attached across their yields).
+a context attached across their yields). A step whose caller's call ends before the step does
+(cancelled, past its deadline, the client died) is aborted on every task (`Master.watch_caller`).
 """
 
 from __future__ import annotations
@@ -36,19 +37,19 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
     @rpc_method
     def RunStep(self, request, context):
         with channels.attach_incoming_context(context):
-            return self._master.run_step(request)
+            return self._master.run_step(request, on_cancel=context.add_callback)
 
     @rpc_method
     def RunStepStream(self, request, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        yield from self._master.run_step_stream(request, **kw)
+        yield from self._master.run_step_stream(request, on_cancel=context.add_callback, **kw)
 
     @rpc_method
     def RunStepPull(self, request_iterator, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        yield from self._master.run_step_pull(request_iterator, **kw)
+        yield from self._master.run_step_pull(request_iterator, on_cancel=context.add_callback, **kw)
 
     @rpc_method
     def CloseSession(self, request, context):

@@ -41,7 +41,7 @@ _tracer = _otel.get_tracer("kernflow.master")
 _Response = master_pb2.RunStepStreamResponse
 
 
-def run_step_stream(master, request, trace_context=None):
+def run_step_stream(master, request, trace_context=None, on_cancel=None):
     """Returns an iterator of the `RunStepStreamResponse`s of one step (see `Master.run_step_stream`).
 
     Args:
@@ -49,14 +49,15 @@ def run_step_stream(master, request, trace_context=None):
         request: a `RunStepRequest`.
         trace_context: the caller's OpenTelemetry context (the parent of the "Master.RunStep" span);
             default: the context current when this is called.
+        on_cancel: as `Master.run_step`'s.
     """
     if not channels.tracing_active():
-        return _stream(master, request, None)
+        return _stream(master, request, None, on_cancel=on_cancel)
     parent = trace_context if trace_context is not None else _otel_context.get_current()
-    return _traced(master, request, parent)
+    return _traced(master, request, parent, on_cancel=on_cancel)
 
 
-def run_step_pull(master, requests, trace_context=None):
+def run_step_pull(master, requests, trace_context=None, on_cancel=None):
     """Returns an iterator of the `RunStepStreamResponse`s of a RunStepPull (see `Master.run_step_pull`).
 
     Args:
@@ -74,12 +75,12 @@ def run_step_pull(master, requests, trace_context=None):
         raise errors.InvalidArgumentError(None, None, "RunStepPull: the first message must be the step "
                                           f"(RunStepPullRequest.step), got {first}")
     if not channels.tracing_active():
-        return _stream(master, first.step, None, requests)
+        return _stream(master, first.step, None, requests, on_cancel)
     parent = trace_context if trace_context is not None else _otel_context.get_current()
-    return _traced(master, first.step, parent, requests)
+    return _traced(master, first.step, parent, requests, on_cancel)
 
 
-def _traced(master, request, parent, requests=None):
+def _traced(master, request, parent, requests=None, on_cancel=None):
     # Started explicitly and attached only around calls that need it: a generator must not keep a
     # context attached across its yields.
     span = _tracer.start_span("Master.RunStep", context=parent, kind=_otel.SpanKind.SERVER)
@@ -88,7 +89,7 @@ def _traced(master, request, parent, requests=None):
     span.set_attribute("kernflow.streamed", True)
     span.set_attribute("kernflow.client_pulls", requests is not None)
     try:
-        yield from _stream(master, request, _otel.set_span_in_context(span, parent), requests)
+        yield from _stream(master, request, _otel.set_span_in_context(span, parent), requests, on_cancel)
     except BaseException as e:
         span.record_exception(e)
         span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
@@ -97,11 +98,13 @@ def _traced(master, request, parent, requests=None):
         span.end()
 
 
-def _stream(master, request, trace_ctx, requests=None):
+def _stream(master, request, trace_ctx, requests=None, on_cancel=None):
     """The step's messages; `requests` (the rest of a RunStepPull call) means the client pulls."""
     s, plan, options = _in_context(trace_ctx, master._plan_for, request, True)
     step_id, reqs, timeout_ms = master._run_graph_requests(s, plan, request, options)
     outcome: queue.SimpleQueue = queue.SimpleQueue()
+    # (A caller that leaves while this waits for the tasks: the step is aborted there.)
+    ended = master.watch_caller(on_cancel, plan.tasks, step_id, "RunStepStream")
 
     def run():
         try:
@@ -144,6 +147,7 @@ def _stream(master, request, trace_ctx, requests=None):
                 raise err from None
         results, step_err = outcome.get()
         finished = True
+        ended.append(True)
         if step_err is not None:
             raise step_err
         done = master_pb2.RunStepStreamResponse(done=True)
