@@ -25,7 +25,7 @@ import grpc
 from kernflow.client import rpc_metrics
 from kernflow.core.framework import errors
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "add_servicer", "bind", "get_channel", "get_stub", "evict",
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "CallBudget", "add_servicer", "bind", "get_channel", "get_stub", "evict",
            "close_all",
            "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
 
@@ -67,6 +67,49 @@ _HANDLER_FACTORIES = {
     (True, False): grpc.stream_unary_rpc_method_handler,
     (True, True): grpc.stream_stream_rpc_method_handler,
 }
+
+
+class CallBudget:
+    """How many calls that may block for long (steps, tensor waits) a gRPC server runs at once.
+
+    A synchronous gRPC server runs each call on one of its pool's threads for the call's whole
+    life, so steps blocked in a dequeue could take every thread and leave none for the calls that
+    must always be answered (GetStatus, ListDevices, CloseSession, AbortStep...). The blocking
+    methods take a slot of this budget, which keeps `reserve` threads for the others; a call
+    finding no slot fails at once with ResourceExhaustedError rather than queueing behind them.
+
+    Args:
+        threads: the server's pool size.
+        reserve: threads kept for the other calls (at most half the pool).
+    """
+
+    RESERVE = 16
+
+    def __init__(self, threads: int, reserve: int = RESERVE):
+        reserve = min(int(reserve), int(threads) // 2)
+        self.limit = max(1, int(threads) - reserve)
+        self._sem = threading.BoundedSemaphore(self.limit)
+
+    @contextlib.contextmanager
+    def slot(self, method: str):
+        """Holds one slot while the ``with`` runs.
+
+        Raises:
+            ResourceExhaustedError: all `limit` slots are taken.
+        """
+        if not self._sem.acquire(blocking=False):
+            raise errors.ResourceExhaustedError(
+                None, None, f"{method}: this server already runs {self.limit} calls that may block "
+                f"(steps, tensor waits); retry later, or start the server with more threads")
+        try:
+            yield
+        finally:
+            self._sem.release()
+
+    def held(self, method: str, make_responses):
+        """A streaming handler's responses, ``make_responses()``, produced while holding a slot."""
+        with self.slot(method):
+            yield from make_responses()
 
 
 def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> None:

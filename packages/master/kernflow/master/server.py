@@ -33,7 +33,8 @@ class MasterServer:
         host: the interface to bind ("127.0.0.1", "0.0.0.0", "[::]", a host name).
         max_workers: threads serving RPCs (a running step holds one for its duration, and so does
             a RecvTensor waiting for its tensor when the worker service shares the port).
-        extra_servicers: callables ``add(grpc_server)`` registering more services on this port.
+        extra_servicers: callables ``add(grpc_server, budget)`` registering more services on this
+            port; `budget` is the server's `channels.CallBudget`, shared by its blocking methods.
         start: start serving now (else call `start`).
 
     Raises:
@@ -49,10 +50,11 @@ class MasterServer:
                                                   thread_name_prefix="kernflow-master-rpc"),
             options=SERVER_OPTIONS)
         # (channels.add_servicer: the generated registration, with metered message bytes)
+        self.budget = channels.CallBudget(max_workers)
         channels.add_servicer(self._server, master_pb2.DESCRIPTOR.services_by_name["MasterService"],
-                              MasterServicer(master))
+                              MasterServicer(master, self.budget))
         for add in extra_servicers:
-            add(self._server)
+            add(self._server, self.budget)
         try:
             self.port = channels.bind(self._server, host, port)
         except errors.UnavailableError as e:

@@ -21,8 +21,11 @@ __all__ = ["MasterServicer"]
 class MasterServicer(master_pb2_grpc.MasterServiceServicer):
     """Serves one `Master` (or any object with its methods) over gRPC."""
 
-    def __init__(self, master):
+    def __init__(self, master, budget=None):
         self._master = master
+        # The steps, which may block (a dequeue), take a slot (`channels.CallBudget`); the other
+        # calls always find a thread.
+        self._budget = budget if budget is not None else channels.CallBudget(128)
 
     @rpc_method
     def CreateSession(self, request, context):
@@ -36,20 +39,22 @@ class MasterServicer(master_pb2_grpc.MasterServiceServicer):
 
     @rpc_method
     def RunStep(self, request, context):
-        with channels.attach_incoming_context(context):
+        with self._budget.slot("RunStep"), channels.attach_incoming_context(context):
             return self._master.run_step(request, on_cancel=context.add_callback)
 
     @rpc_method
     def RunStepStream(self, request, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        yield from self._master.run_step_stream(request, on_cancel=context.add_callback, **kw)
+        yield from self._budget.held("RunStepStream", lambda: self._master.run_step_stream(
+            request, on_cancel=context.add_callback, **kw))
 
     @rpc_method
     def RunStepPull(self, request_iterator, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
-        yield from self._master.run_step_pull(request_iterator, on_cancel=context.add_callback, **kw)
+        yield from self._budget.held("RunStepPull", lambda: self._master.run_step_pull(
+            request_iterator, on_cancel=context.add_callback, **kw))
 
     @rpc_method
     def CloseSession(self, request, context):

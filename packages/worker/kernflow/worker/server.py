@@ -112,7 +112,7 @@ class WorkerServer:
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix=f"kernflow-worker-{job}-{task}"),
             options=list(channels.SERVER_OPTIONS))
-        servicer = WorkerServicer(self.worker)
+        servicer = WorkerServicer(self.worker, channels.CallBudget(max_workers))
         add_to_server(servicer, self._server)
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         try:

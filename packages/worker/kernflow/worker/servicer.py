@@ -101,8 +101,11 @@ class RunGraphStats:
 class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     """Serves one `Worker` (or any object with its methods) over gRPC."""
 
-    def __init__(self, worker):
+    def __init__(self, worker, budget=None):
         self._worker = worker
+        # RunGraph and RecvTensor, which may block, take a slot (`channels.CallBudget`), so the
+        # other calls always find a thread of the server's pool.
+        self.budget = budget if budget is not None else channels.CallBudget(128)
         # Set by `add_to_server`: RecvTensor yields serialized messages. (Registered with the
         # generated add_WorkerServiceServicer_to_server, it yields messages.)
         self.raw_responses = False
@@ -136,7 +139,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     def RunGraph(self, request, context):
         # The worker registers a callback that aborts the step if the caller goes away while it
         # runs (not for a small inline step, which cannot block).
-        with channels.attach_incoming_context(context):
+        with self.budget.slot("RunGraph"), channels.attach_incoming_context(context):
             try:
                 resp = self._worker.run_graph(request, timeout=_remaining(context),
                                               on_cancel=context.add_callback)
@@ -165,6 +168,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @rpc_method
     def RecvTensor(self, request, context):
+        yield from self.budget.held("RecvTensor", lambda: self._recv_tensor(request, context))
+
+    def _recv_tensor(self, request, context):
         parent = channels.incoming_context(context)
         kw = {} if parent is None else {"trace_context": parent}
         chunks = self._worker.recv_tensor_raw(request, timeout=_remaining(context),

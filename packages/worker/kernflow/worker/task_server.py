@@ -58,7 +58,8 @@ class GrpcTaskServer:
         self._local = None
 
     def _bind(self, host: str, port: int) -> MasterServer:
-        def add_worker_service(grpc_server):
+        def add_worker_service(grpc_server, budget):
+            self._servicer.budget = budget   # (one budget for the master's and the worker's calls)
             add_to_server(self._servicer, grpc_server)
 
         failure = None
