@@ -83,6 +83,26 @@ def test_local_task_is_the_client_task(make_cluster):
     assert [d.name for d in resp.remote_device] == [T0 + "/device:CPU:0"]
 
 
+def test_a_standalone_master_runs_unconstrained_ops_on_worker_0_not_the_ps(make_cluster):
+    """TF1's convention (issue 18): with no task of its own, the master puts ops that name no job on
+    the chief, else /job:worker/task:0 - not on the alphabetically first task (a ps) - unless told
+    otherwise (`default_task`, `kernflow master --default-task`)."""
+    g = kf.Graph()
+    with g.as_default():
+        out = kf.matmul(kf.ones([2, 3]), kf.ones([3, 2]))
+    ps0 = "/job:ps/replica:0/task:0"
+    c = make_cluster({"ps": 1, "worker": 2})
+    assert c.session(g).run(out).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    assert c.spies[T0].calls["run_graph"] == 1 and c.spies[ps0].calls["run_graph"] == 0
+    c = make_cluster({"ps": 1, "worker": 2}, default_task="/job:worker/task:1")
+    c.session(g).run(out)
+    assert c.spies[T1].calls["run_graph"] == 1 and c.spies[T0].calls["run_graph"] == 0
+    c = make_cluster({"ps": 1, "chief": 1, "worker": 1})
+    c.session(g).run(out)
+    assert c.spies["/job:chief/replica:0/task:0"].calls["run_graph"] == 1
+    assert c.spies[T0].calls["run_graph"] == 0
+
+
 def test_variables_on_a_ps_task_are_shared_by_two_sessions(make_cluster):
     c = make_cluster({"ps": 1, "worker": 2}, local_task=T0)
     g = kf.Graph()
@@ -470,7 +490,8 @@ def test_list_devices_and_master_arguments(make_cluster):
     c = make_cluster({"ps": 1, "worker": 2})
     resp = c.master.list_devices(master_pb2.ListDevicesRequest())
     names = [d.name for d in list(resp.local_device) + list(resp.remote_device)]
-    assert names == ["/job:ps/replica:0/task:0/device:CPU:0", T0 + "/device:CPU:0", T1 + "/device:CPU:0"]
+    # (The client task, local: worker 0, not the ps that sorts first.)
+    assert names == [T0 + "/device:CPU:0", "/job:ps/replica:0/task:0/device:CPU:0", T1 + "/device:CPU:0"]
     from kernflow.master.master import Master
     with pytest.raises(ValueError, match="tasks"):
         Master(lambda t: None)

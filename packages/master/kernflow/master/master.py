@@ -123,8 +123,11 @@ class Master:
         tasks: the cluster's task names when `workers` is a resolver.
         local_task: the task this master serves with (a `Server`'s own task): sessions whose
             device filters admit it use its CPU:0 as the client device, where feeds enter, fetches
-            leave and ops that name no job or task run. Default: the first task (sorted) that the
-            session's device filters admit.
+            leave and ops that name no job or task run. Without one (a standalone master): the
+            `default_task`, else TF1's convention among the tasks the session's device filters
+            admit: the chief, else the worker job's first task, else the first task (sorted).
+        default_task: the client task of a master that serves from no task of its own (`kernflow
+            master --default-task`); used when the session's filters admit it.
         rpc_timeout_s: deadline of the short worker calls (GetStatus, RegisterGraph, ...).
         run_graph_timeout_s: deadline of a RunGraph call when the step itself has no timeout.
         health_check_interval_s: while a step runs, tasks that have not answered are probed with
@@ -137,7 +140,7 @@ class Master:
     """
 
     def __init__(self, workers, config=None, *, tasks=None, local_task: str | None = None,
-                 rpc_timeout_s: float = 10.0,
+                 default_task: str | None = None, rpc_timeout_s: float = 10.0,
                  run_graph_timeout_s: float = 24 * 3600.0, health_check_interval_s: float = 2.0,
                  abort_grace_s: float = 2.0, session_gc_seconds: float | None = None,
                  plan_cache_size: int | None = None):
@@ -156,6 +159,7 @@ class Master:
         self.local_task = canonical_task(local_task) if local_task else None
         if self.local_task is not None and self.local_task not in self.tasks:
             raise ValueError(f"local_task {local_task} is not a task of the cluster ({self.tasks})")
+        self.default_task = canonical_task(default_task) if default_task else None
         self.config = config
         self.rpc_timeout_s = rpc_timeout_s
         self.run_graph_timeout_s = run_graph_timeout_s
@@ -216,7 +220,14 @@ class Master:
 
     def _client_task(self, filters) -> str:
         tasks = self._tasks_for(filters)
-        return self.local_task if self.local_task in tasks else tasks[0]
+        for t in (self.local_task, self.default_task):
+            if t is not None and t in tasks:
+                return t
+        for job in ("chief", "worker"):   # TF1's convention (tasks are sorted: task 0 first)
+            for t in tasks:
+                if t.startswith(f"/job:{job}/"):
+                    return t
+        return tasks[0]
 
     def _gather(self, filters) -> tuple[list[RemoteDevice], dict]:
         """Asks every (filtered) task for its devices; returns (devices, {task: error})."""

@@ -42,6 +42,10 @@ def _configure(parser) -> None:
     parser.add_argument("--advertise", default=None, metavar="HOST",
                         help="host name or IP registered in etcd (default: --host, or this machine's "
                              "name when binding all interfaces)")
+    parser.add_argument("--default-task", default=None, metavar="TASK",
+                        help="where ops that name no job or task run, and feeds and fetches live, e.g. "
+                             "/job:worker/task:1 (default: the chief, else /job:worker/task:0, else "
+                             "the first task)")
     parser.add_argument("--min-workers", type=int, default=1, metavar="N",
                         help="with --etcd: wait until N tasks are registered before serving (default: 1)")
 
@@ -59,7 +63,7 @@ def load_cluster_spec(text: str):
     return ClusterSpec(raw)
 
 
-def build_master(cluster, config=None):
+def build_master(cluster, config=None, default_task=None):
     """Returns a `Master` whose workers are every task of `cluster`, reached over gRPC."""
     from kernflow.client.worker_client import GrpcWorkerClient
     from kernflow.core.framework import device_spec
@@ -73,10 +77,10 @@ def build_master(cluster, config=None):
             client = clients[task_name] = GrpcWorkerClient(cluster.task_address(spec.job, spec.task),
                                                            task_name)
         return client
-    return Master(resolve, config=config, tasks=cluster.task_names())
+    return Master(resolve, config=config, tasks=cluster.task_names(), default_task=default_task)
 
 
-def build_etcd_master(table, config=None):
+def build_etcd_master(table, config=None, default_task=None):
     """Returns a `Master` whose tasks are the ones registered in `table` (a started `WorkerTable`).
 
     Workers are resolved through the table on every use, and the master's task list grows as new
@@ -87,7 +91,7 @@ def build_etcd_master(table, config=None):
         ValueError: the table has no task yet.
     """
     from kernflow.master.master import Master
-    master = Master(table.resolver(), config=config, tasks=table.known_tasks())
+    master = Master(table.resolver(), config=config, tasks=table.known_tasks(), default_task=default_task)
 
     def sync_tasks(t):
         known = t.known_tasks()
@@ -144,7 +148,7 @@ def _run_etcd(args) -> int:
         while not table.wait_until(lambda e: len(table.known_tasks()) >= want, 0.5):
             if stop.is_set():
                 return 0
-        master = build_etcd_master(table)
+        master = build_etcd_master(table, default_task=args.default_task)
         try:
             server = MasterServer(master, port=args.port, host=args.host)
             registration = register_in_etcd(server, args.etcd, args.cluster, ttl_s=args.ttl,
@@ -185,7 +189,7 @@ def _run(args) -> int:
     if not cluster:
         print("kernflow master: the cluster spec names no tasks", file=sys.stderr)
         return 2
-    master = build_master(cluster)
+    master = build_master(cluster, default_task=args.default_task)
     try:
         server = MasterServer(master, port=args.port, host=args.host)
     except Exception as e:  # noqa: BLE001 - reported, not a traceback
