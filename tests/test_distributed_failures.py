@@ -351,6 +351,34 @@ def test_frozen_worker_fails_the_step_without_waiting_for_it():
     assert elapsed < 2.5, elapsed
 
 
+def test_frozen_worker_fails_a_one_task_step_through_health_checks():
+    """A step on one remote task alone is health-checked too (before: noticed only by gRPC's
+    keepalive, after ~119 s)."""
+    cluster = _two_task_cluster()
+    with _children() as kids:
+        addresses = _start_cli_workers(kids, cluster)
+        with _master_over(addresses, health_check_interval_s=0.5, rpc_timeout_s=1.0,
+                          abort_grace_s=1.0) as (server, _):
+            g = kf.Graph()
+            with g.as_default():
+                x = kf.placeholder(kf.float32, [None, 3], name="x")
+                out = kf.reduce_sum(kf.matmul(x, x, transpose_b=True))
+            only_task1 = kf.ConfigProto(device_filters=["/job:worker/task:1"])   # the step's one task
+            with kf.Session(server.target, graph=g, config=only_task1) as sess:
+                ones = np.ones((3, 3), np.float32)
+                assert sess.run(out, {x: ones}) == 27.0
+                kids[1].signal(signal.SIGSTOP)
+                try:
+                    t = time.monotonic()
+                    with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)) as e:
+                        sess.run(out, {x: ones})
+                    elapsed = time.monotonic() - t
+                finally:
+                    kids[1].signal(signal.SIGCONT)
+    assert elapsed < 5.0, elapsed
+    assert T1 in str(e.value), str(e.value)
+
+
 # ---------------------------------------------------------------------------- malformed requests
 @pytest.fixture(scope="module")
 def two_servers():

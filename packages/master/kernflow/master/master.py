@@ -753,9 +753,11 @@ class Master:
                          timeout_ms: int) -> dict:
         """Runs every task's RunGraph concurrently, watching deadlines and the tasks' health."""
         rpc_deadline_s = timeout_ms / 1000.0 + 1.0 if timeout_ms else self.run_graph_timeout_s
-        if len(reqs) == 1:
-            # One task: nothing to coordinate, so call it on this thread (saves two thread hand-offs
-            # per step). The call's deadline bounds it, and a dead peer fails it (gRPC keepalive).
+        if len(reqs) == 1 and getattr(self._worker(next(iter(reqs))), "address", None) is None:
+            # One task, in this process: nothing to coordinate or to health-check (it cannot freeze
+            # apart from this process), so call it on this thread (saves two thread hand-offs per
+            # step). A remote task, even alone, runs under TaskStep's health checks: a frozen
+            # worker fails the step within `health_check_interval_s` + `rpc_timeout_s`.
             ((task, req),) = reqs.items()
             try:
                 return {task: self._run_graph(task, req, step_id, rpc_deadline_s, plan)}
