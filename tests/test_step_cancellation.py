@@ -114,3 +114,43 @@ def test_a_cancelled_run_step_takes_no_element(server):
         assert int(codec.proto_to_tensor(out.tensor[0].tensor)) == 7
     finally:
         master.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
+
+
+def test_200_blocked_steps_leave_the_master_answering_and_it_recovers_when_they_are_cancelled(server):
+    """The issue's check: with 200 steps blocked in a dequeue on a default server (128 threads),
+    ListDevices is answered within 1 s; the steps beyond the server's call budget are refused at
+    once (ResourceExhaustedError); once the clients' calls end (their deadline), their steps are
+    aborted and the server serves steps again, with no element lost."""
+    import threading
+    from kernflow.client.master_client import GrpcMasterClient
+    from kernflow.client.protobuf import master_pb2
+    g, q, enq, deq, x = queue_graph()
+    master = GrpcMasterClient(server.split("://", 1)[1])
+    handle = master.create_session(master_pb2.CreateSessionRequest(graph_def=g.as_graph_def())).session_handle
+    outcomes = []
+    lock = threading.Lock()
+
+    def blocked_dequeue():
+        try:
+            master.run_step(master_pb2.RunStepRequest(session_handle=handle, fetch=[deq.name]), timeout=6.0)
+            got = "value"
+        except errors.OpError as e:
+            got = type(e)
+        with lock:
+            outcomes.append(got)
+
+    threads = [threading.Thread(target=blocked_dequeue) for _ in range(200)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    t0 = time.monotonic()
+    assert master.list_devices(timeout=5).local_device
+    assert time.monotonic() - t0 < 1.0
+    for t in threads:
+        t.join(30)
+    assert len(outcomes) == 200 and "value" not in outcomes
+    refused = outcomes.count(errors.ResourceExhaustedError)
+    assert 0 < refused < 200 and refused + outcomes.count(errors.DeadlineExceededError) == 200, outcomes
+    time.sleep(0.5)
+    _waiting_dequeues_leave_every_element(server)     # recovered: no blocked step took an element
+    master.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
