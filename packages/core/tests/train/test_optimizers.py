@@ -138,6 +138,8 @@ def test_minimize_without_gradients_raises():
 
 def test_optimizers_come_from_the_registry():
     assert kf.train.get_optimizer("Adam") is kf.train.AdamOptimizer
+    for name in ("Adadelta", "AdagradDA", "Ftrl", "ProximalAdagrad", "ProximalGradientDescent"):
+        assert kf.train.get_optimizer(name) is getattr(kf.train, f"{name}Optimizer")
     with pytest.raises(errors.NotFoundError, match="GradientDescent"):
         kf.train.get_optimizer("Nope")
 

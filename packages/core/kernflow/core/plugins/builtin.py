@@ -30,5 +30,6 @@ def kernflow_register_commands(registry):
 @hookimpl
 def kernflow_register_optimizers(registry):
     from kernflow.core.train.optimizers import BUILTIN
-    for name, cls in BUILTIN.items():
+    from kernflow.core.train.optimizers_more import MORE
+    for name, cls in {**BUILTIN, **MORE}.items():
         registry.register(name, cls)

@@ -29,8 +29,9 @@ def kernflow_register_devices(registry):
     """Add device factories: ``registry.register_device_factory(device_type, factory, priority)``.
 
     Called when the first session (or `kf.Session.list_devices`) needs devices. ``factory(count,
-    config)`` returns up to `count` `Device` objects for one task; it may return none (for example
-    when no GPU is present). Higher priority types are preferred by placement.
+    config, job, replica, task)`` returns up to `count` `Device` objects for that task; it may
+    return none (for example when no GPU is present). Higher priority types are preferred by
+    placement.
     """
 
 
@@ -69,8 +70,10 @@ def kernflow_register_session_factories(registry):
     """Add session factories by target scheme: ``registry.register(scheme, factory)``.
 
     Called by the first `kf.Session(target)`. ``factory(target, graph, config)`` returns an object
-    with ``run(fetch_list, feed_map, options, run_metadata)``, ``close()``, ``list_devices()`` and
-    ``reset(containers)``. The empty scheme ``""`` is the embedded runtime.
+    with ``run(feed_names, feed_values, fetch_names, targets, options, run_metadata)`` (names in,
+    values out), ``close()`` and ``list_devices()``; a ``reset(target, containers, config)``
+    attribute of the factory implements `kf.Session.reset`. The empty scheme ``""`` is the
+    embedded runtime.
     """
 
 
