@@ -181,3 +181,36 @@ def test_training_reduces_loss_with_every_optimizer():
         before = np.sum((X @ W0) ** 2)
         after = np.sum((X @ got[-1]) ** 2)
         assert after < before / 2, (make().get_name(), before, after)
+
+
+def test_a_subclass_apply_sparse_sees_each_index_once_with_rows_summed():
+    """TF1's `_apply_sparse_duplicate_indices`: repeated indices of an IndexedSlices gradient reach
+    a custom `_apply_sparse` summed (TF 2.21 observed: a sign-SGD step moves a row once, by lr)."""
+    seen = []
+
+    class SignSGD(kf.train.Optimizer):
+        def __init__(self, lr):
+            super().__init__(False, "SignSGD")
+            self._lr = lr
+
+        def _apply_dense(self, grad, var):
+            return var.assign_sub(self._lr * kf.sign(grad)).op
+
+        def _apply_sparse(self, grad, var):
+            seen.append(grad)
+            return kf.scatter_sub(var, grad.indices, self._lr * kf.sign(grad.values)).op
+
+    g = kf.Graph()
+    with g.as_default():
+        v = kf.Variable(np.ones((3, 2), np.float32))
+        e = kf.gather(v, [0, 0, 2])
+        loss = kf.reduce_sum(e * kf.constant([[1., -2.], [3., 4.], [5., 6.]]))
+        step = SignSGD(0.5).minimize(loss)
+        with kf.Session() as s:
+            s.run(kf.global_variables_initializer())
+            idx, vals = s.run([seen[0].indices, seen[0].values])
+            s.run(step)
+            got = s.run(v)
+    assert sorted(idx.tolist()) == [0, 2]
+    np.testing.assert_allclose(vals[idx.tolist().index(0)], [4.0, 2.0])
+    np.testing.assert_allclose(got, [[0.5, 0.5], [1.0, 1.0], [0.5, 0.5]])

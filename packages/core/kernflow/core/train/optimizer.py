@@ -105,7 +105,7 @@ class Optimizer:
             for g, v in live:
                 with _ops.name_scope("update_" + v.op.name), _ops.colocate_with(v):
                     if isinstance(g, IndexedSlices):
-                        updates.append(self._apply_sparse(g, v))
+                        updates.append(self._apply_sparse_duplicate_indices(g, v))
                     else:
                         updates.append(self._apply_dense(_ops.convert_to_tensor(g), v))
             if global_step is None:
@@ -140,6 +140,20 @@ class Optimizer:
 
     def _apply_sparse(self, grad, var):
         raise NotImplementedError
+
+    # The built-in optimizers' sparse kernels sum the rows of repeated indices themselves (as TF's
+    # results do); they set this, and skip the extra ops.
+    _sparse_apply_sums_duplicates = False
+
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        """TF1's: `_apply_sparse` of `grad` with the rows of repeated indices summed, so that a
+        subclass's `_apply_sparse` sees each index once (override it to take them as they come)."""
+        if self._sparse_apply_sums_duplicates:
+            return self._apply_sparse(grad, var)
+        from kernflow.core.ops import array_ops, array_ops_extra, segment_ops
+        unique, positions = array_ops_extra.unique(grad.indices)
+        summed = segment_ops.unsorted_segment_sum(grad.values, positions, array_ops.shape(unique)[0])
+        return self._apply_sparse(IndexedSlices(summed, unique, grad.dense_shape), var)
 
     def _finish(self, update_ops, name_scope):
         from kernflow.core.ops import control_flow_ops

@@ -24,6 +24,8 @@ def _base(v):
 class GradientDescentOptimizer(Optimizer):
     """var -= learning_rate * grad."""
 
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
+
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
         super().__init__(use_locking, name)
         self._learning_rate = learning_rate
@@ -40,6 +42,8 @@ class GradientDescentOptimizer(Optimizer):
 
 class MomentumOptimizer(Optimizer):
     """accum = momentum * accum + grad; var -= lr * accum (or the Nesterov form)."""
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum", use_nesterov=False):
         super().__init__(use_locking, name)
@@ -68,6 +72,8 @@ class MomentumOptimizer(Optimizer):
 class AdagradOptimizer(Optimizer):
     """accum += grad**2; var -= lr * grad / sqrt(accum)."""
 
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
+
     def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False, name="Adagrad"):
         if initial_accumulator_value <= 0.0:
             raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
@@ -92,6 +98,8 @@ class AdagradOptimizer(Optimizer):
 
 class RMSPropOptimizer(Optimizer):
     """TF1's RMSProp, with momentum and the centered variant."""
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
                  centered=False, name="RMSProp"):
@@ -133,6 +141,8 @@ class AdamOptimizer(Optimizer):
 
     Sparse gradients use lazy updates: the moments and the variable change only in the rows present.
     """
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False,
                  name="Adam"):

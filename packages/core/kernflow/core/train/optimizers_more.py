@@ -34,6 +34,8 @@ class AdadeltaOptimizer(Optimizer):
     var -= learning_rate * update.
     """
 
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
+
     def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-8, use_locking=False, name="Adadelta"):
         super().__init__(use_locking, name)
         self._lr, self._rho, self._epsilon = learning_rate, rho, epsilon
@@ -64,6 +66,8 @@ class AdagradDAOptimizer(Optimizer):
     Raises:
         ValueError: `initial_gradient_squared_accumulator_value` is not positive.
     """
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate, global_step, initial_gradient_squared_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking=False,
@@ -120,6 +124,8 @@ class FtrlOptimizer(Optimizer):
         ValueError: a negative accumulator value or regularization strength, or a positive
             learning_rate_power.
     """
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate, learning_rate_power=-0.5, initial_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking=False,
@@ -179,6 +185,8 @@ class ProximalAdagradOptimizer(Optimizer):
         ValueError: `initial_accumulator_value` is not positive.
     """
 
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
+
     def __init__(self, learning_rate, initial_accumulator_value=0.1, l1_regularization_strength=0.0,
                  l2_regularization_strength=0.0, use_locking=False, name="ProximalAdagrad"):
         if initial_accumulator_value <= 0.0:
@@ -207,6 +215,8 @@ class ProximalAdagradOptimizer(Optimizer):
 
 class ProximalGradientDescentOptimizer(Optimizer):
     """Gradient descent with a proximal (L1/L2-regularized) step; no slots."""
+
+    _sparse_apply_sums_duplicates = True   # (its sparse kernel sums repeated indices, as TF's results do)
 
     def __init__(self, learning_rate, l1_regularization_strength=0.0, l2_regularization_strength=0.0,
                  use_locking=False, name="ProximalGradientDescent"):
