@@ -405,3 +405,24 @@ def test_compute_gradient_with_a_variable():
         t, n = compute_gradient(v, [2], y, [2], x_init_value=np.array([0.5, -0.5]))
     np.testing.assert_allclose(np.diag(t), 3 * np.exp([0.5, -0.5]))
     np.testing.assert_allclose(n, t, atol=1e-5)
+
+
+def test_gradient_override_map_survives_export_and_import():
+    """As TF, the override is the node's `_gradient_op_type` attr: a re-imported graph keeps it."""
+    name = "KfTestTimesTen"
+    kf.RegisterGradient(name)(lambda op, grad: grad * 10.0)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [2], name="x")
+        with g.gradient_override_map({"Identity": name}):
+            y = kf.identity(x, name="y")
+        kf.reduce_sum(y * 2.0, name="z")
+    gd = g.as_graph_def()
+    assert next(n for n in gd.node if n.name == "y").attr["_gradient_op_type"].s == name.encode()
+    g2 = kf.Graph()
+    with g2.as_default():
+        kf.import_graph_def(gd, name="")
+        x2, z2 = g2.get_tensor_by_name("x:0"), g2.get_tensor_by_name("z:0")
+        dx = kf.gradients(z2, x2)[0]
+        with kf.Session() as s:
+            assert s.run(dx, {x2: [1.0, 2.0]}).tolist() == [20.0, 20.0]

@@ -56,13 +56,22 @@ def NotDifferentiable(op_type: str) -> None:  # noqa: N802 - TF name
 NoGradient = NotDifferentiable
 
 
+def _override_attr(op):
+    """The ``_gradient_op_type`` attr of an imported op (how a GraphDef carries gradient_override_map)."""
+    try:
+        v = op.get_attr("_gradient_op_type")
+    except (ValueError, KeyError, AttributeError):
+        return None
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def get_gradient_function(op):
     """Returns the gradient function for `op` (honouring gradient_override_map), or None.
 
     Raises:
         LookupError: if the op type has neither a gradient nor a NotDifferentiable mark.
     """
-    op_type = getattr(op, "_gradient_op_type", None) or op.type
+    op_type = getattr(op, "_gradient_op_type", None) or _override_attr(op) or op.type
     try:
         return _grads[op_type][0]
     except KeyError:

@@ -491,8 +491,11 @@ class Graph:
             for c in colocation:
                 groups.extend(c.colocation_groups())
             attrs["_class"] = list(dict.fromkeys(groups))
+        override = self._gradient_override_map.get(op_type)
+        if override:   # (in the NodeDef too, as TF: an exported and re-imported graph keeps it)
+            attrs["_gradient_op_type"] = override
         op = Operation(self, name, op_def, inputs, dtypes, attrs, ctrl, "")
-        op._gradient_op_type = self._gradient_override_map.get(op_type)
+        op._gradient_op_type = override
         if colocation:
             op._device = colocation[-1].device
         else:
