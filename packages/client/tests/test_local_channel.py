@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from kernflow.client import channels, codec, local_channel
+from kernflow.client import channels, codec, local_channel, local_server
 from kernflow.client.protobuf import worker_pb2, worker_pb2_grpc
 from kernflow.client.worker_client import GrpcWorkerClient
 from kernflow.core.framework import errors
@@ -47,7 +47,7 @@ class OfferingWorker(FakeWorker):
         return resp
 
     def _note(self, context):
-        self.channels_used.append("local" if isinstance(context, local_channel._Context) else "grpc")
+        self.channels_used.append("local" if isinstance(context, local_server._Context) else "grpc")
         self.metadata = dict(context.invocation_metadata() or ())
         context.add_callback(self.cancelled.set)
 
@@ -68,7 +68,7 @@ def served():
     def start(host_id=None):
         w = OfferingWorker(host_id)
         srv = RunningServer(worker_pb2_grpc.add_WorkerServiceServicer_to_server, w)
-        local = local_channel.LocalChannelServer(local_channel.servicer_handlers(w, _SERVICE, worker_pb2), "test")
+        local = local_server.LocalChannelServer(local_server.servicer_handlers(w, _SERVICE, worker_pb2), "test")
         w.offer = local.offer
         made.append((srv, local))
         return srv, local
@@ -167,7 +167,7 @@ def test_cancelling_a_stream_cancels_the_handler(served):
 
 
 def test_control_methods_are_served_while_every_pool_thread_waits(served, monkeypatch):
-    monkeypatch.setattr(local_channel, "POOL_THREADS", 2)
+    monkeypatch.setattr(local_server, "POOL_THREADS", 2)
     srv, _ = served()
     c = GrpcWorkerClient(srv.address, TASK)
     c.get_status()
@@ -273,9 +273,9 @@ def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
     d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
     with pytest.raises(OSError, match="0700"):
-        local_channel.LocalChannelServer({}, "test")
+        local_server.LocalChannelServer({}, "test")
     os.chmod(d, 0o700)
-    srv = local_channel.LocalChannelServer({}, "test")
+    srv = local_server.LocalChannelServer({}, "test")
     try:
         assert os.path.dirname(srv.path) == str(d)
         assert stat.S_IMODE(os.stat(srv.path).st_mode) == 0o600
@@ -291,7 +291,7 @@ def test_sockets_of_killed_servers_are_removed(tmp_path, monkeypatch):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(stale)
     s.close()                       # bound, never listened: what a killed server leaves
-    srv = local_channel.LocalChannelServer({}, "test")
+    srv = local_server.LocalChannelServer({}, "test")
     try:
         assert not os.path.exists(stale) and os.path.exists(srv.path)
     finally:

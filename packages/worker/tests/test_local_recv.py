@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from kernflow.client import codec, local_channel
+from kernflow.client import codec, local_channel, local_server
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.worker_client import GrpcWorkerClient
 from kernflow.core.framework import errors
@@ -131,7 +131,7 @@ def test_an_aborted_step_and_bad_keys_are_errors(worker):
 
 
 def test_timers_run_due_callbacks_and_skip_cancelled_ones():
-    timers = local_channel.Timers("test-timers")
+    timers = local_server.Timers("test-timers")
     try:
         ran = []
         now = time.monotonic()

@@ -790,29 +790,3 @@ class Master:
             span.set_attribute("kernflow.task", task)
             span.set_attribute("kernflow.step_id", step_id)
             return self._worker(task).run_graph(req, timeout=timeout_s)
-
-    def _probe(self, tasks, plan: _StepPlan, q) -> None:
-        """Health-checks `tasks` in the background; reports ("probe", task, None, error|None)."""
-        expected = {}
-        for name, inc in plan.incarnations.items():
-            expected.setdefault(task_of(name), {})[name] = inc
-
-        def run():
-            got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
-                                   self.rpc_timeout_s)
-            bad = None
-            for task in tasks:
-                resp, err = got[task]
-                if err is not None:
-                    bad = (task, errors.UnavailableError(
-                        None, None, f"Task {task} did not answer a health check while running step: "
-                        f"{err.message}"))
-                    break
-                now = {RemoteDevice(a).name: int(a.incarnation) for a in resp.device_attributes}
-                if any(now.get(n) != inc for n, inc in expected.get(task, {}).items()):
-                    bad = (task, errors.AbortedError(
-                        None, None, f"Task {task} restarted while running the step (its devices have "
-                        "a new incarnation); the step's state there is lost"))
-                    break
-            q.put(("probe", bad[0] if bad else None, None, bad[1] if bad else None))
-        self._pool.submit(run)

@@ -18,9 +18,10 @@ import contextvars
 import queue
 import time
 
+from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import errors
 
-from kernflow.master.devices import task_sort_key
+from kernflow.master.devices import RemoteDevice, task_of, task_sort_key
 from kernflow.master.step_errors import as_op_error, name_task, secondary
 
 __all__ = ["TaskStep", "deadline_error"]
@@ -36,7 +37,7 @@ class TaskStep:
     """Runs ``reqs`` ({task: RunGraphRequest}) of step `step_id` through `master` and waits for them.
 
     Args:
-        master: the `Master` (its `_run_graph`, `_abort`, `_probe`, pool and timing settings).
+        master: the `Master` (its `_run_graph`, `_abort`, `_call_tasks`, pool and timing settings).
         plan: the step's plan.
         step_id: the step id.
         reqs: {task: RunGraphRequest}, two or more tasks.
@@ -109,7 +110,7 @@ class TaskStep:
         except queue.Empty:
             if self.give_up_at is None and not self.probing and time.monotonic() >= self.next_probe:
                 self.probing = True
-                self.master._probe(sorted(self.pending), self.plan, self.q)
+                self._probe(sorted(self.pending))
             return None
 
     def _handle(self, event) -> None:
@@ -128,3 +129,30 @@ class TaskStep:
             self.results[task] = res
         else:
             self._fail(task, as_op_error(err, f"RunGraph on task {task}"))
+
+    def _probe(self, tasks) -> None:
+        """Health-checks `tasks` in the background; reports ("probe", task, None, error|None)."""
+        master, q = self.master, self.q
+        expected = {}
+        for name, inc in self.plan.incarnations.items():
+            expected.setdefault(task_of(name), {})[name] = inc
+
+        def run():
+            got = master._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
+                                     master.rpc_timeout_s)
+            bad = None
+            for task in tasks:
+                resp, err = got[task]
+                if err is not None:
+                    bad = (task, errors.UnavailableError(
+                        None, None, f"Task {task} did not answer a health check while running step: "
+                        f"{err.message}"))
+                    break
+                now = {RemoteDevice(a).name: int(a.incarnation) for a in resp.device_attributes}
+                if any(now.get(n) != inc for n, inc in expected.get(task, {}).items()):
+                    bad = (task, errors.AbortedError(
+                        None, None, f"Task {task} restarted while running the step (its devices have "
+                        "a new incarnation); the step's state there is lost"))
+                    break
+            q.put(("probe", bad[0] if bad else None, None, bad[1] if bad else None))
+        master._pool.submit(run)

@@ -93,12 +93,8 @@ class RecvTensorService:
         if req.more_rendezvous_keys:
             yield from self._recv_many(req, timeout, on_cancel)
             return
-        fields = parse_key(req.rendezvous_key)
-        if not self.is_local_device(fields[0]):
-            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
-                                              f"{req.rendezvous_key!r}: its sender is not on this task")
-        send_dev = self.device_by_name(fields[0])
-        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        (end,) = self._key_ends([req.rendezvous_key])
+        wait_s = self._wait_s(timeout)
         rdv = self._step(req.step_id, for_recv=True)
         try:
             value, is_dead, err = self._wait_one(rdv, req, wait_s, on_cancel)
@@ -107,8 +103,7 @@ class RecvTensorService:
         if err is not None:
             raise err
         self._retire_if_done(req.step_id, rdv)
-        if not is_dead and send_dev.device_type != "CPU" and device_type_of(fields[2]) == send_dev.device_type:
-            value = send_dev.to_host(value)   # still in the sender's device memory
+        value = _on_host(end, value, is_dead)
         if req.transport:   # the transport the caller chose answers, or declines (then in-band)
             answer = _transports.serve(req, value, is_dead, rdv.cancellation)
             if answer is not None:
@@ -168,6 +163,22 @@ class RecvTensorService:
         if req.transport or _tracing():
             return False
         keys = [req.rendezvous_key, *req.more_rendezvous_keys]
+        ends = self._key_ends(keys)
+        rdv = self._step(req.step_id, for_recv=True)
+        call = _PushedRecv(self, req.step_id, rdv, keys, ends, emit, finish)
+        call.start(on_cancel, call_at, self._wait_s(timeout))
+        return True
+
+    def _wait_s(self, timeout) -> float:
+        """How long a RecvTensor waits: the call's own deadline, else `recv_timeout_s`."""
+        return timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+
+    def _key_ends(self, keys) -> list:
+        """(sending device, receiving device type) of each key of a RecvTensor call.
+
+        Raises:
+            InvalidArgumentError: a key repeated, malformed, or produced on another task.
+        """
         if len(set(keys)) != len(keys):
             raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a key is "
                                               f"repeated in {keys}")
@@ -178,10 +189,7 @@ class RecvTensorService:
                 raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
                                                   f"{key!r}: its sender is not on this task")
             ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
-        rdv = self._step(req.step_id, for_recv=True)
-        call = _PushedRecv(self, req.step_id, rdv, keys, ends, emit, finish)
-        call.start(on_cancel, call_at, timeout if timeout is not None and timeout > 0 else self.recv_timeout_s)
-        return True
+        return ends
 
     def _recv_many(self, req, timeout, on_cancel):
         """RecvTensor of several keys of one step (`more_rendezvous_keys`): each value's messages as
@@ -191,17 +199,8 @@ class RecvTensorService:
         if req.transport:
             raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a call of "
                                               f"{len(keys)} keys takes no transport ({req.transport!r})")
-        if len(set(keys)) != len(keys):
-            raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name}: a key is "
-                                              f"repeated in {keys}")
-        ends = []
-        for key in keys:
-            fields = parse_key(key)
-            if not self.is_local_device(fields[0]):
-                raise errors.InvalidArgumentError(None, None, f"RecvTensor on {self.task_name} for "
-                                                  f"{key!r}: its sender is not on this task")
-            ends.append((self.device_by_name(fields[0]), device_type_of(fields[2])))
-        wait_s = timeout if timeout is not None and timeout > 0 else self.recv_timeout_s
+        ends = self._key_ends(keys)
+        wait_s = self._wait_s(timeout)
         rdv = self._step(req.step_id, for_recv=True)
         got: queue.SimpleQueue = queue.SimpleQueue()
         callbacks = [lambda value, is_dead, err, i=i: got.put((i, value, is_dead, err))
@@ -236,9 +235,7 @@ class RecvTensorService:
                 pending.discard(i)
                 if err is not None:
                     raise err
-                send_dev, recv_type = ends[i]
-                if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
-                    value = send_dev.to_host(value)
+                value = _on_host(ends[i], value, is_dead)
                 marker = _key_number_field(i + 1)
                 for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
                     yield chunk + marker if n == 0 else chunk
@@ -247,6 +244,15 @@ class RecvTensorService:
                 withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
             self._recv_left(req.step_id, rdv)
         self._retire_if_done(req.step_id, rdv)
+
+
+def _on_host(end, value, is_dead):
+    """`value` in host memory: a value the sender left in its device's memory (its receiver is of
+    the same device type) is copied out; others are already on the host."""
+    send_dev, recv_type = end
+    if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
+        return send_dev.to_host(value)
+    return value
 
 
 class _PushedRecv:
@@ -282,9 +288,7 @@ class _PushedRecv:
         if err is not None:
             self._end(err)
             return
-        send_dev, recv_type = self._ends[i]
-        if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
-            value = send_dev.to_host(value)   # still in the sender's device memory
+        value = _on_host(self._ends[i], value, is_dead)
         marker = _key_number_field(i + 1) if self._many else b""
         with self._lock:
             if self._ended:

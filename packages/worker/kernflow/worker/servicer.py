@@ -48,13 +48,13 @@ def serve_locally(servicer, name: str = "worker"):
         The started `LocalChannelServer` (stop it with the gRPC server), or None where the channel
         is turned off or no socket can be made (then callers use gRPC; logged).
     """
-    from kernflow.client import local_channel
+    from kernflow.client import local_channel, local_server
     if not local_channel.enabled():
         return None
-    handlers = local_channel.servicer_handlers(servicer, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
+    handlers = local_server.servicer_handlers(servicer, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
                                                worker_pb2, RAW_RESPONSES if servicer.raw_responses else ())
     try:
-        server = local_channel.LocalChannelServer(handlers, name)
+        server = local_server.LocalChannelServer(handlers, name)
     except OSError as e:
         _log.warning("no same-host channel for %s (callers on this host use gRPC): %s", name, e)
         return None

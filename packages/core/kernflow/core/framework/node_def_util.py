@@ -4,7 +4,7 @@ valid (TF's GraphConstructor checks, shared by import_graph_def, the master and 
 from __future__ import annotations
 
 __all__ = ["parse_input", "invalid_output_message", "input_count_message", "arg_attrs",
-           "num_outputs", "input_error", "check_inputs"]
+           "num_outputs", "input_error", "check_inputs", "output_dtypes", "check_nodes", "const_error"]
 
 
 def parse_input(s: str) -> tuple[str, int, bool]:
@@ -118,3 +118,58 @@ def check_inputs(graph_def, existing=None) -> None:
         why = input_error(nd, op_def, arg_attrs(nd, op_def), outputs_of)
         if why is not None:
             raise errors.InvalidArgumentError(None, None, why)
+
+
+def output_dtypes(nd, op_def, attrs) -> list:
+    """The dtypes of a node's outputs (its OpDef's, typed by its attrs).
+
+    Raises:
+        InvalidArgumentError: an attr the OpDef needs for them is missing (TF's message).
+    """
+    from kernflow.core.framework import errors
+    from kernflow.core.framework import ops as _ops
+    try:
+        return _ops.output_dtypes(op_def, attrs)
+    except KeyError as e:
+        raise errors.InvalidArgumentError(
+            None, None, f"NodeDef missing attr {e} from Op<name={op_def.name}>; "
+            f"NodeDef: {{{{node {nd.name}}}}}") from None
+
+
+def check_nodes(parsed, index: dict, out_dtypes: list) -> None:
+    """Rejects a node whose inputs do not fit its producers or its OpDef, and a Const whose value
+    is not of its dtype, as TF's graph construction and kernel creation do.
+
+    Args:
+        parsed: ``(NodeDef, OpDef, attrs, ...)`` per node; `index`: node name -> position in
+            `parsed`; `out_dtypes`: each node's output dtypes (`output_dtypes`).
+
+    Raises:
+        InvalidArgumentError: naming the node, and the bad input index and the producer's output
+            count, or the expected and actual input count, or both dtypes.
+    """
+    from kernflow.core.framework import errors
+
+    def outputs_of(name):
+        i = index.get(name)
+        return None if i is None else len(out_dtypes[i])
+
+    for nd, op_def, attrs, _ in parsed:
+        why = input_error(nd, op_def, attrs, outputs_of)
+        if why is None and nd.op == "Const":
+            why = const_error(nd)
+        if why is not None:
+            raise errors.InvalidArgumentError(None, None, why)
+
+
+def const_error(nd) -> str | None:
+    """What is wrong with a Const NodeDef's `value` and `dtype` attrs, or None."""
+    from kernflow.core.framework import dtypes as _dtypes
+    for k in ("value", "dtype"):
+        if k not in nd.attr:
+            return f"NodeDef missing attr '{k}' from Op<name=Const>; NodeDef: {{{{node {nd.name}}}}}"
+    got, want = nd.attr["value"].tensor.dtype, nd.attr["dtype"].type
+    if got != want:
+        return (f"Node '{nd.name}': Type mismatch between value ({_dtypes.as_dtype(got).name}) and "
+                f"dtype ({_dtypes.as_dtype(want).name})")
+    return None

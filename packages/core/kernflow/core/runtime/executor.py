@@ -42,7 +42,6 @@ from kernflow.core.framework import attr_value as _attr_value
 from kernflow.core.framework import errors
 from kernflow.core.framework import node_def_util
 from kernflow.core.framework import op_def_registry
-from kernflow.core.framework import ops as _ops
 from kernflow.core.framework.node_def_util import parse_input
 from kernflow.core.runtime import cancellation as _cancellation
 from kernflow.core.runtime.memory_types import MemoryTypes
@@ -649,8 +648,8 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
                 raise errors.InvalidArgumentError(None, None, f"Node '{nd.name}': unknown input node '{s}'")
             ins.append((index[name], idx, ctrl))
         parsed.append((nd, op_def, attrs, ins))
-    out_dtypes = [_output_dtypes(nd, op_def, attrs) for nd, op_def, attrs, _ in parsed]
-    _check_nodes(parsed, index, out_dtypes)
+    out_dtypes = [node_def_util.output_dtypes(nd, op_def, attrs) for nd, op_def, attrs, _ in parsed]
+    node_def_util.check_nodes(parsed, index, out_dtypes)
     from kernflow.core.runtime import control_flow_executor as _cfe
     control_flow = _cfe.has_control_flow(graph_def)
     if compile_loops is None:
@@ -721,48 +720,6 @@ def compile_partition(graph_def, device, kernels, pool=None, kernel_cache=None,
         if compile_loops:
             plan = _compile_loops(plan, attrs_of)
     return plan
-
-
-def _output_dtypes(nd, op_def, attrs) -> list:
-    try:
-        return _ops.output_dtypes(op_def, attrs)
-    except KeyError as e:
-        raise errors.InvalidArgumentError(
-            None, None, f"NodeDef missing attr {e} from Op<name={op_def.name}>; "
-            f"NodeDef: {{{{node {nd.name}}}}}") from None
-
-
-def _check_nodes(parsed, index: dict, out_dtypes: list) -> None:
-    """Rejects a node whose inputs do not fit its producers or its OpDef, and a Const whose value
-    is not of its dtype, as TF's graph construction and kernel creation do.
-
-    Raises:
-        InvalidArgumentError: naming the node, and the bad input index and the producer's output
-            count, or the expected and actual input count, or both dtypes.
-    """
-    def outputs_of(name):
-        i = index.get(name)
-        return None if i is None else len(out_dtypes[i])
-
-    for nd, op_def, attrs, _ in parsed:
-        why = node_def_util.input_error(nd, op_def, attrs, outputs_of)
-        if why is None and nd.op == "Const":
-            why = _const_error(nd)
-        if why is not None:
-            raise errors.InvalidArgumentError(None, None, why)
-
-
-def _const_error(nd) -> str | None:
-    """What is wrong with a Const NodeDef's `value` and `dtype` attrs, or None."""
-    from kernflow.core.framework import dtypes as _dtypes
-    for k in ("value", "dtype"):
-        if k not in nd.attr:
-            return f"NodeDef missing attr '{k}' from Op<name=Const>; NodeDef: {{{{node {nd.name}}}}}"
-    got, want = nd.attr["value"].tensor.dtype, nd.attr["dtype"].type
-    if got != want:
-        return (f"Node '{nd.name}': Type mismatch between value ({_dtypes.as_dtype(got).name}) and "
-                f"dtype ({_dtypes.as_dtype(want).name})")
-    return None
 
 
 def _compile_loops(plan: ExecutorPlan, attrs_of: dict) -> ExecutorPlan:

@@ -1,0 +1,488 @@
+"""The serving end of the same-host channel (`kernflow.client.local_channel` describes the protocol).
+
+`LocalChannelServer` serves a handler table (`servicer_handlers`: a servicer's unary and
+response-streaming methods) on a Unix socket of this user's `local_channel.socket_dir`. Each
+connection has a reader thread; control methods (`INLINE_METHODS`) run on it, the others on a pool
+(`POOL_THREADS`), and a streaming method with a push form answers from the threads producing its
+responses, its deadline on a `Timers` thread. A servicer method sees a `_Context`, the parts of
+`grpc.ServicerContext` kernflow's servicers use.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import itertools
+import logging
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
+import _thread
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from kernflow.client.local_channel import (HELLO_TIMEOUT_S, MAX_BODY_BYTES, _CANCEL, _END, _F, _HELLO, _MESSAGE,
+                                           _OK, _REQUEST, _ProtocolError, _count, _hello, _metrics_on,
+                                           _read_frame, _send_frame, _timed, socket_dir)
+from kernflow.client.protobuf import worker_pb2
+from kernflow.client.rpc_errors import HANDLER_KEY, status_for_exception
+from kernflow.client.rpc_metrics import method_attributes
+from kernflow.core.framework import errors
+
+__all__ = ["LocalChannelServer", "servicer_handlers", "Timers", "INLINE_METHODS", "POOL_THREADS"]
+
+_log = logging.getLogger(__name__)
+
+POOL_THREADS = 512             # the server's threads for the methods it does not run inline
+# Methods that never block: served on the connection's reader thread.
+INLINE_METHODS = frozenset({"GetStatus", "AbortStep", "CleanupGraph", "DeregisterGraph", "CleanupAll"})
+
+
+class _Aborted(Exception):
+    """Raised by `_Context.abort` (as grpc's `ServicerContext.abort` raises)."""
+
+
+class _Context:
+    """What a servicer method sees of its call: the parts of `grpc.ServicerContext` kernflow's
+    servicers use (deadline, metadata, callbacks, abort)."""
+
+    __slots__ = ("call_id", "_deadline", "_metadata", "_lock", "_callbacks", "_active", "_code",
+                 "_details", "_trailing")
+
+    def __init__(self, call_id: int, timeout_s: float, metadata):
+        self.call_id = call_id
+        self._deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+        self._metadata = metadata
+        self._lock = _thread.allocate_lock()
+        self._callbacks: list = []
+        self._active = True
+        self._code = None
+        self._details = ""
+        self._trailing = ()
+
+    def time_remaining(self):
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def invocation_metadata(self):
+        return tuple(self._metadata.items())
+
+    def add_callback(self, fn) -> bool:
+        with self._lock:
+            if self._active:
+                self._callbacks.append(fn)
+                return True
+        return False
+
+    def is_active(self) -> bool:
+        return self._active
+
+    def set_trailing_metadata(self, metadata) -> None:
+        self._trailing = tuple(metadata)
+
+    def code(self):
+        return self._code
+
+    def abort(self, code, details):
+        self._code, self._details = code, details
+        raise _Aborted(details)
+
+    def end(self) -> None:
+        """The call is over (finished, cancelled, or its connection closed): runs the callbacks."""
+        with self._lock:
+            if not self._active:
+                return
+            self._active = False
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - one failing callback must not stop the others
+                _log.exception("a call's cancellation callback failed")
+
+
+class _Handler:
+    __slots__ = ("fn", "parse", "streaming", "raw", "inline", "attrs", "push")
+
+    def __init__(self, fn, parse, streaming: bool, raw: bool, inline: bool, attrs: dict, push=None):
+        self.fn, self.parse, self.streaming, self.raw, self.inline = fn, parse, streaming, raw, inline
+        self.attrs = attrs   # the metrics' rpc.service and rpc.method
+        # ``push(request, context, emit, finish, call_at) -> bool``: a streaming method's form that
+        # answers from the threads producing its responses (no thread waits); False: use `fn`.
+        self.push = push
+
+
+def servicer_handlers(servicer, service, messages, raw_responses=()) -> dict:
+    """The handler table of `servicer` for a `LocalChannelServer`: its unary and response-streaming
+    methods of the service descriptor `service`, whose messages are in module `messages`.
+
+    Methods named in `raw_responses` yield their responses already serialized. A streaming method
+    ``M`` with a ``MPush`` method beside it (``(request, context, emit, finish, call_at) -> bool``,
+    see `_Handler.push`) is answered through that when it accepts the call.
+    """
+    table = {}
+    for m in service.methods:
+        if m.client_streaming:
+            continue
+        push = getattr(servicer, f"{m.name}Push", None) if m.server_streaming and m.name in raw_responses else None
+        table[m.name] = _Handler(getattr(servicer, m.name), getattr(messages, m.input_type.name).FromString,
+                                 m.server_streaming, m.name in raw_responses, m.name in INLINE_METHODS,
+                                 method_attributes(f"/{service.full_name}/{m.name}"), push)
+    return table
+
+
+class LocalChannelServer:
+    """Serves a handler table (`servicer_handlers`) on a Unix socket of this user's `socket_dir`.
+
+    Args:
+        handlers: method name -> handler.
+        name: for thread names and logs.
+
+    Attributes:
+        offer: the `LocalChannelOffer` GetStatus advertises.
+
+    Raises:
+        OSError: no socket can be made (no usable directory...): serve over gRPC only.
+    """
+
+    def __init__(self, handlers: dict, name: str = "worker"):
+        self._handlers = handlers
+        self._name = name
+        self._token = secrets.token_bytes(16)
+        directory = socket_dir()
+        _remove_stale_sockets(directory)
+        self.path = os.path.join(directory, f"{secrets.token_hex(12)}.sock")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._listener.bind(self.path)
+            os.chmod(self.path, 0o600)
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            _unlink(self.path)
+            raise
+        self.offer = worker_pb2.LocalChannelOffer(path=self.path, token=self._token)
+        self._pool = concurrent.futures.ThreadPoolExecutor(POOL_THREADS, thread_name_prefix=f"kernflow-local-{name}")
+        self.timers = Timers(f"kernflow-local-timers-{name}")
+        self._lock = threading.Lock()
+        self._conns: set = set()
+        self._closed = False
+        threading.Thread(target=self._accept, name=f"kernflow-local-accept-{name}", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return   # closed by `stop`
+            uid = _peer_uid(sock)
+            if uid is not None and uid != os.geteuid():
+                _log.warning("same-host channel %s: refused a connection from uid %d", self.path, uid)
+                sock.close()
+                continue
+            conn = _ServerConnection(self, sock)
+            with self._lock:
+                if self._closed:
+                    sock.close()
+                    return
+                self._conns.add(conn)
+            threading.Thread(target=conn.serve, name=f"kernflow-local-conn-{self._name}", daemon=True).start()
+
+    def _forget(self, conn) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+    def stop(self) -> None:
+        """Stops serving: the socket is removed and every connection closed (its calls cancelled)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._conns)
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        _unlink(self.path)
+        for c in conns:
+            c.close()
+        self._pool.shutdown(wait=False)
+        self.timers.close()
+
+
+class _ServerConnection:
+    def __init__(self, server: LocalChannelServer, sock: socket.socket):
+        self._server = server
+        self._sock = sock
+        self._send_lock = _thread.allocate_lock()
+        self._calls: dict[int, _Context] = {}
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        rfile = None
+        try:
+            self._sock.settimeout(HELLO_TIMEOUT_S)
+            rfile = self._sock.makefile("rb")
+            header, body = _read_frame(rfile)
+            if header.kind != _HELLO or not secrets.compare_digest(bytes(body), self._server._token):
+                raise _ProtocolError("the first frame is not a HELLO with the offer's token")
+            self._sock.settimeout(None)
+            _hello(self._sock, self._server._token)
+            handlers = self._server._handlers
+            while True:
+                header, body = _read_frame(rfile)
+                kind = header.kind
+                if kind == _REQUEST:
+                    self._start(handlers, header, body)
+                elif kind == _CANCEL:
+                    ctx = self._calls.pop(header.call_id, None)
+                    if ctx is not None:
+                        ctx.end()
+                else:
+                    raise _ProtocolError(f"unexpected frame kind {kind}")
+        except (OSError, EOFError, ValueError):
+            pass
+        except _ProtocolError as e:
+            _log.warning("same-host channel %s: closing a connection: %s", self._server.path, e)
+        finally:
+            calls, self._calls = self._calls, {}
+            for ctx in calls.values():   # the caller is gone: its calls are cancelled
+                ctx.end()
+            if rfile is not None:
+                rfile.close()
+            self._sock.close()
+            self._server._forget(self)
+
+    def _start(self, handlers, header, body) -> None:
+        ctx = _Context(header.call_id, header.timeout_s, header.metadata)
+        handler = handlers.get(header.method)
+        if handler is None:
+            self._end(ctx, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {header.method}",
+                      force=True)
+            return
+        self._calls[ctx.call_id] = ctx
+        if handler.push is not None and self._push(handler, ctx, body):
+            return
+        if handler.inline:
+            self._run(handler, ctx, body)
+        else:
+            try:
+                self._server._pool.submit(self._run, handler, ctx, body)
+            except RuntimeError:   # the server is stopping
+                self._calls.pop(ctx.call_id, None)
+                self._end(ctx, grpc.StatusCode.UNAVAILABLE.value[0], "the server is shutting down", force=True)
+
+    def _push(self, handler: _Handler, ctx: _Context, body) -> bool:
+        """Starts `handler.push` on this (the reader) thread; False when it declined the call."""
+        metered = _metrics_on()
+        start = time.perf_counter() if metered else 0.0
+        call_id = ctx.call_id
+
+        def emit(data) -> None:
+            if not ctx._active:
+                raise errors.CancelledError(None, None, "the call ended")
+            if metered:
+                _count("server", "sent", len(data), handler.attrs)
+            self._send(call_id, _MESSAGE, data)
+
+        def finish(err) -> None:
+            if err is None:
+                self._end(ctx, _OK)
+            else:
+                status, details = status_for_exception(err)
+                self._end(ctx, status.value[0], details, handler_error=True)
+            self._calls.pop(call_id, None)
+            ctx.end()
+
+        try:
+            request = handler.parse(body)
+            if metered:
+                _count("server", "received", len(body), handler.attrs)
+            return bool(handler.push(request, ctx, emit, finish, self._server.timers.call_at))
+        except DecodeError as e:
+            finish(errors.InvalidArgumentError(None, None, f"malformed request: {e}"))
+        except Exception as e:  # noqa: BLE001 - refused before anything started: reported to the caller
+            finish(e)
+        return True
+
+    def _run(self, handler: _Handler, ctx: _Context, body) -> None:
+        metered = _metrics_on()
+        if metered:
+            start = time.perf_counter()
+            _count("server", "received", len(body), handler.attrs)
+        code = _OK
+        try:
+            try:
+                request = handler.parse(body)
+            except DecodeError as e:
+                raise errors.InvalidArgumentError(None, None, f"malformed request: {e}") from None
+            if handler.streaming:
+                out = handler.fn(request, ctx)
+                try:
+                    for item in out:
+                        if not ctx._active:
+                            return
+                        data = item if handler.raw else item.SerializeToString()
+                        if metered:
+                            _count("server", "sent", len(data), handler.attrs)
+                        self._send(ctx.call_id, _MESSAGE, data)
+                finally:
+                    out.close()
+                self._end(ctx, _OK)
+            else:
+                resp = handler.fn(request, ctx).SerializeToString()
+                if len(resp) > MAX_BODY_BYTES:
+                    raise errors.ResourceExhaustedError(None, None, f"a response of {len(resp)} bytes "
+                                                        f"exceeds the same-host channel's {MAX_BODY_BYTES}")
+                if metered:
+                    _count("server", "sent", len(resp), handler.attrs)
+                self._end(ctx, _OK, body=resp)
+        except _Aborted:
+            code = ctx._code.value[0]
+            self._end(ctx, code, ctx._details, handler_error=any(k == HANDLER_KEY for k, _ in ctx._trailing))
+        except OSError:
+            code = grpc.StatusCode.UNAVAILABLE.value[0]   # the connection broke: the reader cancels the rest
+        except BaseException as e:  # noqa: BLE001 - a handler without `rpc_method`: reported as gRPC would
+            status, details = status_for_exception(e)
+            code = status.value[0]
+            self._end(ctx, code, details)
+            if not isinstance(e, Exception):
+                raise
+        finally:
+            self._calls.pop(ctx.call_id, None)
+            ctx.end()
+            if metered and not handler.streaming:
+                _timed("server", handler.attrs, start, code)
+
+    def _send(self, call_id: int, kind: int, body=b"", **fields) -> None:
+        _send_frame(self._sock, self._send_lock, _F(call_id=call_id, kind=kind, **fields).SerializeToString(),
+                    body)
+
+    def _end(self, ctx: _Context, code: int, details: str = "", body=b"", handler_error=False,
+             force=False) -> None:
+        if not force and ctx.call_id not in self._calls:
+            return   # cancelled: nobody waits for its end
+        try:
+            self._send(ctx.call_id, _END, body, code=code, details=details, handler_error=handler_error)
+        except OSError:
+            pass
+
+
+def _peer_uid(sock: socket.socket):
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return uid
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _remove_stale_sockets(directory: str, limit: int = 1000) -> None:
+    """Removes sockets of `directory` nobody listens on (their servers were killed)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(".sock")][:limit]
+    except OSError:
+        return
+    for n in names:
+        path = os.path.join(directory, n)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(0.2)
+            s.connect(path)
+        except ConnectionRefusedError:
+            _unlink(path)
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
+class Timers:
+    """Runs callbacks at given times on one thread (the deadlines of pushed calls).
+
+    `call_at` returns a handle whose `cancel` withdraws the callback; cancelled entries leave the
+    queue when due, or all at once when they outnumber the live ones.
+    """
+
+    def __init__(self, name: str):
+        self._name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list = []
+        self._seq = itertools.count()
+        self._cancelled = 0
+        self._thread = None
+        self._closed = False
+
+    def call_at(self, when: float, fn) -> "_Timer":
+        t = _Timer(self, fn)
+        with self._cond:
+            if self._closed:
+                return t
+            heapq.heappush(self._heap, (when, next(self._seq), t))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is t:
+                self._cond.notify()
+        return t
+
+    def _cancelled_one(self) -> None:
+        with self._cond:
+            self._cancelled += 1
+            if self._cancelled > 1000 and self._cancelled * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if e[2].fn is not None]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._closed:
+                    return
+                _, _, t = heapq.heappop(self._heap)
+                fn, t.fn = t.fn, None
+                if fn is None:
+                    self._cancelled = max(0, self._cancelled - 1)
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one failing callback must not stop the others
+                    _log.exception("a timer callback failed")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify()
+
+
+class _Timer:
+    __slots__ = ("_timers", "fn")
+
+    def __init__(self, timers: Timers, fn):
+        self._timers, self.fn = timers, fn
+
+    def cancel(self) -> None:
+        if self.fn is not None:
+            self.fn = None
+            self._timers._cancelled_one()
