@@ -4,21 +4,24 @@ An event file is a TFRecord file named ``events.out.tfevents.<seconds>.<hostname
 first record is an Event with file_version "brain.Event:2"; each later record is one Event
 (a summary, a graph, a session log, run metadata) stamped with wall_time and step.
 
-Invariants of `EventFileWriter`: callers encode each event as its TFRecord bytes (a few
-microseconds, C code: protobuf and CRC32C) and enqueue them (a bounded queue of `max_queue` events);
-they never write or flush. One background thread owns the file: it writes what it dequeues, in
-order, one `write` per batch, and flushes the file at least every `flush_secs`. `flush()` returns
-once every event enqueued before it is on disk; `close()` flushes, stops the thread and closes the
-file; `reopen()` starts a new file and thread. Encoding on the caller keeps the writer thread's
-Python work per batch to a few lines: under the GIL whatever that thread runs delays the training
-thread (with serialization on the writer thread a summary every step cost 52 us of a 400 us step
-on 2 cores, tools/bench_summaries.py).
+Invariants of `EventFileWriter`: callers serialize each event (protobuf's C code, or by hand for
+a summary op's output: `wire.event_bytes`) and enqueue the bytes; they never write or flush. One
+background thread owns the file: per batch it frames what it dequeues as TFRecords (CRC32C, C
+code), in order, with one `write`, and it flushes the file at least every `flush_secs`. `flush()`
+returns once every event enqueued before it is on disk; `close()` flushes, stops the thread and
+closes the file; `reopen()` starts a new file and thread. The caller does the per-event work that
+needs Python objects (a protobuf message's serialization there cost 52 us more per step on 2
+cores than on the caller: under the GIL that thread's work delays the training thread and adds
+thread switches); the thread only frames bytes, ~1.5 us an event in one batch (moving the framing
+there took `add_summary` inside a training step from 16 to 10 us, tools/bench_summaries.py).
 
-The queue wakes the writer thread once half of `max_queue` events are pending (or at a flush, a
-close, or `flush_secs`), not for every event: under the GIL each wake-up is a thread switch that the
-training thread pays for. Events are therefore on disk no later than TF's (whose writer buffers them
-until its `flush_secs` flush). As in TF, `add_*` blocks only when `max_queue` events are pending,
-i.e. when the writer thread is behind; it never waits for disk I/O otherwise.
+The writer thread is woken once 8 KiB of events are pending (or at a flush, a close, or
+`flush_secs`), not for every event: under the GIL each wake-up is a thread switch that the training
+thread pays for. The pending events play the part of the file buffer behind TF's writer thread,
+which TF writes out at its `flush_secs` flush; as in TF, `add_*` blocks only when the writer thread
+is behind (`max_queue` events after a wake-up it has not served); it never waits for disk I/O
+otherwise. Summaries made by this process's summary ops go into events without being parsed
+(`wire.SummaryBytes`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kernflow.core import gfile
 from kernflow.core.data.tfrecord import encode_record, tf_record_iterator
 from kernflow.core.protobuf.event_pb2 import Event, SessionLog, SourceMetadata, TaggedRunMetadata
 from kernflow.core.protobuf.summary_pb2 import Summary
+from kernflow.core.summary.wire import SummaryBytes, event_bytes
 
 __all__ = ["EventFileWriter", "FileWriter", "FileWriterCache", "summary_iterator"]
 
@@ -50,42 +54,73 @@ class _Flush:
 
 _STOP = object()
 
+# Encoded events pending before the writer thread is woken (see _EventQueue): about the buffer of
+# the C++ file TF's writer thread writes to.
+_WAKE_BYTES = 8192
+
 
 class _EventQueue:
-    """A bounded FIFO whose consumer wakes once `wake_at` items are pending or a marker is put."""
+    """The events waiting for the writer thread: appended without a lock, taken in batches.
 
-    def __init__(self, maxsize, wake_at):
+    `put` appends to a deque (thread-safe by itself) and wakes the consumer only once `wake_bytes`
+    are pending or a marker is put, so a small event costs the producer a few bytecodes and the
+    writer thread wakes once per batch instead of once per event (under the GIL every wake-up is
+    a thread switch the training thread pays for: ~150 us on 2 cores, tools/bench_summaries.py).
+    The pending bytes play the part of the C++ file buffer behind TF's writer thread (events are
+    visible in the file at the next batch, flush or `flush_secs`); `maxsize` (the FileWriter's
+    `max_queue`) bounds how far the writer thread may fall behind once woken: `put` blocks while
+    `maxsize` events arrived after a wake-up the thread has not served yet.
+
+    The byte count is updated without a lock; a lost update only moves the next wake-up.
+    """
+
+    def __init__(self, maxsize, wake_bytes):
         self._items = collections.deque()
         self._cond = threading.Condition(threading.Lock())
-        self._maxsize, self._wake_at = maxsize, wake_at
+        self._maxsize, self._wake_bytes = maxsize, wake_bytes
+        self._bytes = 0
+        self._woken_at = None     # len(items) when the consumer was woken, until it takes them
         self._urgent = False
 
-    def put(self, item, urgent=False):
-        """Appends `item`, first waiting while `maxsize` items are pending (TF's blocking add)."""
+    def put(self, item):
+        """Appends an encoded event; wakes the consumer when a batch is pending (see class doc)."""
+        items = self._items
+        items.append(item)
+        self._bytes += len(item)
+        if self._bytes < self._wake_bytes:
+            return
         with self._cond:
-            while 0 < self._maxsize <= len(self._items):  # maxsize <= 0: unbounded
-                self._urgent = True
+            if self._woken_at is None:
+                self._woken_at = len(items)
                 self._cond.notify_all()
-                self._cond.wait()
-            self._items.append(item)
-            if urgent or len(self._items) >= self._wake_at:
-                self._urgent = self._urgent or urgent
-                self._cond.notify_all()
+            while self._woken_at is not None and 0 < self._maxsize <= len(items) - self._woken_at:
+                self._cond.wait()   # the writer thread is behind: TF's blocking add
+
+    def put_marker(self, marker):
+        """Appends a marker (a flush or stop) after every event put so far and wakes the consumer."""
+        with self._cond:
+            self._items.append(marker)
+            self._urgent = True
+            self._cond.notify_all()
 
     def qsize(self):
         """How many items are pending."""
         return len(self._items)
 
     def take_all(self, timeout):
-        """Every pending item, after waiting up to `timeout` seconds for a batch or a marker."""
+        """Every pending item, in order, after waiting up to `timeout` seconds for a batch or a
+        marker."""
         with self._cond:
-            if not self._urgent and len(self._items) < self._wake_at:
+            if not self._urgent and self._woken_at is None:
                 self._cond.wait(timeout)
-            items = list(self._items)
-            self._items.clear()
+            items, out = self._items, []
+            while items:
+                out.append(items.popleft())
+            self._bytes = 0
+            self._woken_at = None
             self._urgent = False
-            self._cond.notify_all()  # producers waiting on a full queue
-            return items
+            self._cond.notify_all()  # producers waiting for the thread to catch up
+            return out
 
 
 class EventFileWriter:
@@ -111,7 +146,7 @@ class EventFileWriter:
                                        .SerializeToString()))
         self._file.flush()
         self._filename = path
-        self._queue = _EventQueue(self._max_queue, wake_at=max(1, self._max_queue // 2))
+        self._queue = _EventQueue(self._max_queue, wake_bytes=_WAKE_BYTES)
         self._thread = threading.Thread(target=self._run, name="EventFileWriter", daemon=True)
         self._closed = False
         self._thread.start()
@@ -126,7 +161,7 @@ class EventFileWriter:
             records = []
             for item in self._queue.take_all(timeout=max(0.0, next_flush - time.monotonic())):
                 if isinstance(item, bytes):
-                    records.append(item)
+                    records.append(encode_record(item))
                     continue
                 self._file.write(b"".join(records))
                 records = []
@@ -148,19 +183,24 @@ class EventFileWriter:
         """Encodes `event` (an Event proto) and enqueues it for the writer thread (ignored once
         closed)."""
         if not self._closed:
-            self._queue.put(encode_record(event.SerializeToString()))
+            self._queue.put(event.SerializeToString())
+
+    def add_event_bytes(self, data: bytes):
+        """Enqueues a serialized Event for the writer thread (ignored once closed)."""
+        if not self._closed:
+            self._queue.put(data)
 
     def flush(self):
         """Returns once every event added so far is written and the file flushed."""
         if not self._closed:
             marker = _Flush()
-            self._queue.put(marker, urgent=True)
+            self._queue.put_marker(marker)
             marker.done.wait()
 
     def close(self):
         """Flushes, stops the writer thread and closes the file."""
         if not self._closed:
-            self._queue.put(_STOP, urgent=True)
+            self._queue.put_marker(_STOP)
             self._thread.join()
             self._file.close()
             self._closed = True
@@ -222,6 +262,11 @@ class FileWriter:
             google.protobuf.message.DecodeError: bytes that are not a serialized Summary.
             TypeError: neither bytes nor a Summary.
         """
+        if type(summary) is SummaryBytes and not summary.has_metadata:
+            # A summary op's output in this process: valid by construction and with no metadata
+            # to strip, so it goes into the event as it is (the bytes protobuf would write).
+            self.event_writer.add_event_bytes(event_bytes(time.time(), global_step, summary))
+            return
         if isinstance(summary, bytes):
             summary = Summary.FromString(summary)   # (bad bytes fail here, as in TF)
         elif not isinstance(summary, Summary):

@@ -14,6 +14,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_util
+from kernflow.core.summary.wire import SummaryBytes, summary_bytes
 
 DEVICE = "CPU"
 
@@ -87,13 +88,14 @@ def _scalar_summary(ctx):
                                 f"{list(values.shape)}")
         if values.ndim == 0:  # the usual case: a cached prefix and the value's float32 bytes
             tag = tags[()]
-            prefix = prefixes.get(tag)
-            if prefix is None:
+            cached = prefixes.get(tag)
+            if cached is None:
                 if len(prefixes) >= _MAX_CACHED_TAGS:
                     prefixes.clear()
-                prefix = prefixes[tag] = _scalar_prefix(summary_pb, _text(tag))
+                text = _text(tag)
+                cached = prefixes[tag] = (_scalar_prefix(summary_pb, text), (text,))
             out = np.empty((), dtype=object)
-            out[()] = prefix + values.astype(_F32, copy=False).tobytes()
+            out[()] = summary_bytes(cached[0] + values.astype(_F32, copy=False).tobytes(), cached[1])
             return out
         s = summary_pb()
         for tag, v in zip(tags.reshape(-1), values.reshape(-1).astype(np.float32).tolist()):
@@ -265,21 +267,27 @@ def _merge_summary(ctx):
     summary_pb = _pb().Summary
 
     def compute(*inputs):
-        tags, blobs = set(), []
+        seen, tags, blobs, metadata = set(), [], [], False
         for blob in _blobs(inputs):
-            blob = blob if isinstance(blob, bytes) else str(blob).encode()
-            try:
-                one = summary_pb.FromString(blob)
-            except DecodeError:
-                raise _invalid(ctx, "Could not parse one of the summary inputs") from None
-            for v in one.value:
-                if v.tag and v.tag in tags:
-                    raise _invalid(ctx, f"Duplicate tag {v.tag} found in summary inputs")
-                tags.add(v.tag)
+            if type(blob) is SummaryBytes:   # made by a kernel here: its tags are known
+                one_tags, metadata = blob.tags, metadata or blob.has_metadata
+            else:
+                blob = blob if isinstance(blob, bytes) else str(blob).encode()
+                try:
+                    values = summary_pb.FromString(blob).value
+                except DecodeError:
+                    raise _invalid(ctx, "Could not parse one of the summary inputs") from None
+                one_tags = tuple(v.tag for v in values)
+                metadata = metadata or any(v.HasField("metadata") for v in values)
+            for tag in one_tags:
+                if tag and tag in seen:
+                    raise _invalid(ctx, f"Duplicate tag {tag} found in summary inputs")
+                seen.add(tag)
+            tags.extend(one_tags)
             blobs.append(blob)
         # Serialized Summaries concatenate into one whose `value` lists all of theirs, in order.
         out = np.empty((), dtype=object)
-        out[()] = b"".join(blobs)
+        out[()] = summary_bytes(b"".join(blobs), tuple(tags), metadata)
         return out
     return compute
 

@@ -1,0 +1,64 @@
+"""Serialized summaries and events built without a protobuf message on the training thread.
+
+A summary op's output is a serialized ``Summary``. Merging summaries and writing them to an event
+file need to know each value's tag (MergeSummary rejects duplicates; FileWriter keeps a tag's
+metadata only the first time) and otherwise treat the bytes as opaque. Parsing them back into
+a message for that costs more than producing them (tools/bench_summaries.py: ~10 us per parse
+inside a training step, three parses per step for two merged scalars).
+
+`SummaryBytes` is what the summary kernels of this process return: the serialized Summary
+itself (a `bytes`, so everything that takes a summary's bytes takes it unchanged) that also
+remembers its values' tags and whether any value has metadata. MergeSummary and
+`FileWriter.add_summary` read those instead of parsing; bytes of any other origin (a summary
+fetched from another process, or built by the caller) are parsed as before. The two paths give
+byte-identical event files (tests/test_summary_wire.py).
+
+`event_bytes` encodes ``Event(wall_time, step, summary)`` exactly as protobuf serializes it
+(fields in number order; proto3 leaves a zero step out).
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["SummaryBytes", "summary_bytes", "event_bytes", "varint"]
+
+
+class SummaryBytes(bytes):
+    """A serialized Summary with `tags` (its values' tags, in order) and `has_metadata`."""
+
+    tags: tuple = ()
+    has_metadata: bool = False
+
+
+def summary_bytes(data: bytes, tags: tuple, has_metadata: bool = False) -> SummaryBytes:
+    """`data` (a serialized Summary whose values have `tags`) as a SummaryBytes."""
+    out = SummaryBytes(data)
+    out.tags = tags
+    if has_metadata:
+        out.has_metadata = True
+    return out
+
+
+def varint(n: int) -> bytes:
+    """The protobuf base-128 varint of `n` (negative numbers as their 64-bit two's complement)."""
+    n &= 0xFFFFFFFFFFFFFFFF
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_WALL_TIME = struct.Struct("<d").pack
+
+
+def event_bytes(wall_time: float, step: int | None, summary: bytes) -> bytes:
+    """``Event(wall_time=wall_time, step=step, summary=<summary>).SerializeToString()``."""
+    head = b"\x09" + _WALL_TIME(wall_time) if wall_time else b""   # field 1, fixed64
+    if step:
+        head += b"\x10" + varint(int(step))                        # field 2, varint
+    return head + b"\x2a" + varint(len(summary)) + summary         # field 5, length-delimited
