@@ -242,3 +242,38 @@ def test_a_missing_grpc_session_factory_names_the_package_that_serves_it(g, monk
     hint = r"\(install kernflow-client: pip install kernflow-client\)"
     with pytest.raises(errors.NotFoundError, match=rf"'grpc://h:1': no session factory serves grpc:// {hint}"):
         kf.Session("grpc://h:1")
+
+
+def test_fetch_plans_are_cached_by_structure_and_elements(g):
+    a, b = kf.constant(1.0), kf.constant(2.0)
+    v = kf.Variable(0.0)
+    inc = v.assign_add(1.0)
+    with kf.Session() as s:
+        s.run(v.initializer)
+        n = len(s._fetch_cache)
+        for _ in range(3):   # a new list each step: one plan
+            assert s.run([a, b]) == [1.0, 2.0]
+        assert len(s._fetch_cache) == n + 1
+        assert s.run((b, a)) == (2.0, 1.0)                      # another structure, another plan
+        assert s.run({"x": [a, inc.op], "y": {"z": b}}) == {"x": [1.0, None], "y": {"z": 2.0}}
+        assert s.run({"x": [a, inc.op], "y": {"z": b}}) == {"x": [1.0, None], "y": {"z": 2.0}}
+        assert len(s._fetch_cache) == n + 3
+        assert s.run(v) == 2.0                                  # the op ran on both cached runs
+        assert s.run(["Const:0", b]) == [1.0, 2.0]              # names are mapped each time
+        assert len(s._fetch_cache) == n + 3                     # (and Variables)
+
+
+def test_a_cached_fetch_plan_still_refuses_a_loop_body_tensor(g):
+    i = kf.constant(0)
+    inside = []
+
+    def body(x):
+        inside.append(x + 1)
+        return inside[-1]
+    kf.while_loop(lambda x: x < 3, body, [i])
+    with kf.Session() as s:
+        for _ in range(2):
+            with pytest.raises(ValueError, match="inside a while loop"):
+                s.run([inside[0]])
+            with pytest.raises(ValueError, match="inside a while loop"):
+                s.run(inside[0])

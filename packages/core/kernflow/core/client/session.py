@@ -95,6 +95,57 @@ class _FetchMapper:
         return self._build(values)
 
 
+class _Uncacheable(Exception):
+    """A fetch structure `_fetch_key` does not describe (names, Variables, namedtuples...)."""
+
+
+def _fetch_key(f):
+    """A hashable key equal for fetch structures of the same shape and the same graph elements:
+    lists, tuples and dicts of Tensors and Operations (anything else raises _Uncacheable).
+    Tensors compare by identity, so the key never confuses two structures."""
+    t = type(f)
+    if t is _ops.Tensor or t is _ops.Operation:
+        return f
+    if t is list or t is tuple:
+        return (t, *[_fetch_key(x) for x in f])
+    if t is dict:
+        return (dict, *[(k, _fetch_key(v)) for k, v in f.items()])
+    raise _Uncacheable
+
+
+_MAX_FETCH_PLANS = 256
+
+
+def _check_fetchable(op) -> None:
+    if op._control_flow_context is not None and _in_loop(op):
+        raise ValueError(f"Operation {op.name!r} has been marked as not fetchable: it is "
+                         f"inside a while loop (fetch the loop's outputs instead).")
+
+
+class _FetchPlan:
+    """What `Session.run` needs of a fetch structure: the names to run and how to rebuild the
+    results (`build(values of fetch_names)`)."""
+
+    __slots__ = ("fetch_names", "targets", "_build", "_positions")
+
+    def __init__(self, mapper: _FetchMapper):
+        fetch_names, targets, is_tensor = [], [], []
+        for el in mapper.elements:
+            tensor = isinstance(el, _ops.Tensor)
+            _check_fetchable(el._op if tensor else el)
+            (fetch_names if tensor else targets).append(el.name)
+            is_tensor.append(tensor)
+        self.fetch_names, self.targets = tuple(fetch_names), tuple(targets)
+        self._build = mapper.build
+        self._positions = None if all(is_tensor) else is_tensor
+
+    def build(self, out: list):
+        if self._positions is None:
+            return self._build(out)
+        it = iter(out)
+        return self._build([next(it) if t else None for t in self._positions])
+
+
 def _sparse_parts(k, v):
     """The three (tensor, value) feeds of a SparseTensor key fed a SparseTensorValue or a triple."""
     if not isinstance(v, (tuple, list)) or len(v) != 3:
@@ -361,11 +412,13 @@ class BaseSession:
             raise RuntimeError("Attempted to use a closed Session.")
         g = self._graph
         if type(fetches) is _ops.Tensor and fetches._op._graph is g:
-            mapper = None
-            elements = (fetches,)
+            plan = None
+            fetch_names, targets = (fetches.name,), ()
+            if fetches._op._control_flow_context is not None:
+                _check_fetchable(fetches._op)
         else:
-            mapper = _FetchMapper(g, fetches)
-            elements = mapper.elements
+            plan = self._fetch_plan(fetches)
+            fetch_names, targets = plan.fetch_names, plan.targets
         feed_names, feed_vals = [], []
         if feed_dict:
             for k, v in _sparse_feeds(feed_dict):
@@ -382,20 +435,10 @@ class BaseSession:
                     raise ValueError(f"Tensor {k.name} may not be fed: it is inside a while loop.")
                 feed_names.append(k.name)
                 feed_vals.append(_check_feed(k, v))
-        fetch_names, targets = [], []
-        for el in elements:
-            op = el._op if isinstance(el, _ops.Tensor) else el
-            if op._control_flow_context is not None and _in_loop(op):
-                raise ValueError(f"Operation {op.name!r} has been marked as not fetchable: it is "
-                                 f"inside a while loop (fetch the loop's outputs instead).")
-            if isinstance(el, _ops.Tensor):
-                fetch_names.append(el.name)
-            else:
-                targets.append(el.name)
         t0 = _step_start()
         try:
-            with tracing.session_run_span(len(elements)) as span:
-                values = self._impl.run(tuple(feed_names), feed_vals, tuple(fetch_names), tuple(targets),
+            with tracing.session_run_span(len(fetch_names) + len(targets)) as span:
+                values = self._impl.run(tuple(feed_names), feed_vals, fetch_names, targets,
                                         options, run_metadata)
                 if span is not None:
                     tracing.set_step_attrs(span, len(fetch_names), len(targets))
@@ -406,11 +449,25 @@ class BaseSession:
         if t0 is not None:
             telemetry.record_step(self._metric_attrs, t0)
         out = [_to_user(v) for v in values]
-        if mapper is None:
+        if plan is None:
             return out[0]
-        it = iter(out)
-        vals = [next(it) if isinstance(el, _ops.Tensor) else None for el in elements]
-        return mapper.build(vals)
+        return plan.build(out)
+
+    def _fetch_plan(self, fetches) -> "_FetchPlan":
+        """The plan of a fetch structure: cached by the structure's elements (`_fetch_key`), so a
+        training loop's `run([train, loss])` (a new list each step, the same tensors) or a
+        monitored session's merged fetches are mapped once."""
+        try:
+            key = _fetch_key(fetches)
+        except _Uncacheable:
+            return _FetchPlan(_FetchMapper(self._graph, fetches))
+        plan = self._fetch_cache.get(key)
+        if plan is None:
+            plan = _FetchPlan(_FetchMapper(self._graph, fetches))
+            if len(self._fetch_cache) >= _MAX_FETCH_PLANS:
+                self._fetch_cache.clear()
+            self._fetch_cache[key] = plan
+        return plan
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """Returns fn(*feed_values) that runs `fetches` with `feed_list` fed, skipping re-analysis."""

@@ -229,13 +229,14 @@ class StepCounterHook(SessionRunHook):
             self._summary_writer = FileWriterCache.get(self._output_dir)
         self._global_step_tensor = _global_step_read("StepCounterHook")
         self._summary_tag = get_global_step().op.name + "/sec"
+        self._request = SessionRunArgs(self._global_step_tensor)   # the same every step
 
     def after_create_session(self, session, coord):
         self._last_global_step = None
         self._timer.reset()
 
     def before_run(self, run_context):
-        return SessionRunArgs(self._global_step_tensor)
+        return self._request
 
     def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
         rate = elapsed_steps / elapsed_time if elapsed_time > 0 else float("inf")
@@ -303,15 +304,18 @@ class SummarySaverHook(SessionRunHook):
             self._summary_writer = FileWriterCache.get(self._output_dir)
         self._next_step = None
         self._global_step_tensor = _global_step_read("SummarySaverHook")
+        # The request of the steps that save nothing (most of them): the same every step.
+        self._step_only = SessionRunArgs({"global_step": self._global_step_tensor})
 
     def before_run(self, run_context):
         self._request_summary = self._next_step is None or \
             self._timer.should_trigger_for_step(self._next_step)
-        requests = {"global_step": self._global_step_tensor}
+        if not self._request_summary or self._summary_writer is None:
+            return self._step_only
         summary_ops = self._get_summary_op()
-        if self._request_summary and summary_ops and self._summary_writer is not None:
-            requests["summary"] = summary_ops
-        return SessionRunArgs(requests)
+        if not summary_ops:
+            return self._step_only
+        return SessionRunArgs({"global_step": self._global_step_tensor, "summary": summary_ops})
 
     def after_run(self, run_context, run_values):
         if self._summary_writer is None:
