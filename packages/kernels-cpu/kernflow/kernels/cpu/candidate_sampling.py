@@ -6,7 +6,8 @@ p * num_sampled, or with `unique` -expm1(num_tries * log1p(-p)), num_tries being
 took to see num_sampled distinct classes (when no draw repeated, p * num_sampled again). Each
 kernel owns a Philox generator keyed by (seed, seed2), as the random ops do, so the stream
 advances across runs and restarts with a new session; the learned unigram sampler also keeps its
-class counts there.
+class counts there. FixedUnigramCandidateSampler's `vocab_file` is read at a path confined to the
+process's file root (kernflow.core.runtime.file_root) when one is set.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 import numpy as np
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime import file_root
 from kernflow.kernels.cpu.random import make_generator
 
 DEVICE = "CPU"
@@ -81,6 +83,7 @@ class _Weighted:
 
 
 def _read_vocab(ctx, path):
+    path = file_root.check(f"{ctx.op_type} node {ctx.name}", path, write=False)
     weights = []
     try:
         with open(path) as f:

@@ -601,7 +601,7 @@ def _prefetch(node, ds, buffer_size):
 
 def _cache(node, ds, filename):
     from kernflow.kernels.cpu import data_files
-    path = _str(filename)
+    path = data_files.cache_path(node, filename)   # confined to the file root
     state = {"done": None}   # the complete list of elements, once a pass finished
 
     def gen():

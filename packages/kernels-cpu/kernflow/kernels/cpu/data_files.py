@@ -1,6 +1,7 @@
 """tf.data kernels that read files: the file datasets and the file cache of `Dataset.cache`.
 
-Split from `kernflow.kernels.cpu.data` (which registers them); the same dataset objects.
+Split from `kernflow.kernels.cpu.data` (which registers them); the same dataset objects. File
+names are confined to the process's file root (kernflow.core.runtime.file_root) when one is set.
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ import os
 
 import numpy as np
 
+from kernflow.core.runtime import file_root
 from kernflow.kernels.cpu.data import _Gen, _err, _scalar, _str
 
-__all__ = ["text_line_dataset", "tfrecord_dataset", "fixed_length_dataset", "write_cache", "read_cache"]
+__all__ = ["text_line_dataset", "tfrecord_dataset", "fixed_length_dataset", "cache_path", "write_cache",
+           "read_cache"]
 
 
-def _file_names(node, filenames) -> list:
+def _file_names(ctx, filenames) -> list:
     arr = np.asarray(filenames, dtype=object)
     if arr.ndim > 1:
-        raise _err(node, f"filenames must be a scalar or a vector, got shape {list(arr.shape)}")
+        raise _err(ctx.name, f"filenames must be a scalar or a vector, got shape {list(arr.shape)}")
     names = [f.decode() if isinstance(f, bytes) else str(f) for f in arr.ravel()]
-    return names
+    return file_root.check_all(f"{ctx.op_type} {ctx.name}", names, write=False)
 
 
 def _lines(f, name):
@@ -41,7 +44,7 @@ def _record_file_dataset(read):
         node, types, shapes = ctx.name, ctx.get_attr("output_types"), ctx.get_attr("output_shapes")
 
         def compute(filenames, compression, buffer_size):
-            names, comp = _file_names(node, filenames), _str(compression)
+            names, comp = _file_names(ctx, filenames), _str(compression)
 
             def gen():
                 for name in names:
@@ -62,7 +65,7 @@ def fixed_length_dataset(ctx):
     node, types, shapes = ctx.name, ctx.get_attr("output_types"), ctx.get_attr("output_shapes")
 
     def compute(filenames, header, record, footer, buffer_size, compression):
-        names = _file_names(node, filenames)
+        names = _file_names(ctx, filenames)
         header, record, footer, comp = _scalar(header), _scalar(record), _scalar(footer), _str(compression)
         if record <= 0:
             raise _err(node, f"record_bytes must be > 0, got {record}")
@@ -76,6 +79,12 @@ def fixed_length_dataset(ctx):
                     yield [np.asarray(body[i * record:(i + 1) * record], dtype=object)]
         return _Gen(node, types, shapes, gen)
     return compute
+
+
+def cache_path(node: str, filename) -> str:
+    """The file prefix of a `Dataset.cache(filename)` ("" for a cache in memory), under the root."""
+    path = _str(filename)
+    return file_root.check(f"CacheDataset {node}", path, write=True) if path else path
 
 
 def write_cache(path: str, elements) -> None:

@@ -1,7 +1,9 @@
 """Checkpoint I/O kernels: SaveV2, RestoreV2, MergeV2Checkpoints, ShardedFilename.
 
 They read and write the tensor bundle format of kernflow.core.train.checkpoint_format
-(docs/checkpoint_format.md): whole numpy buffers are written and checksummed at once.
+(docs/checkpoint_format.md): whole numpy buffers are written and checksummed at once. Every prefix,
+and every file of it that is opened, is confined to the process's file root
+(kernflow.core.runtime.file_root) when one is set.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.ops.io_ops import parse_shape_and_slice
+from kernflow.core.runtime import file_root
 from kernflow.core.train import checkpoint_format as cf
 
 DEVICE = "CPU"
@@ -32,12 +35,22 @@ def _strings(value, what: str, n: int, node: str, op: str) -> list[str]:
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr]
 
 
+def _confined(where: str, prefix: str, write: bool) -> str:
+    """`prefix` as the op must use it under the file root; its index file (the one file of a
+    checkpoint that is opened by name: a symbolic link pointing out) is checked too."""
+    if file_root.root() is None:
+        return prefix
+    prefix = file_root.check(where, prefix, write=write)
+    file_root.check(where, cf.index_filename(prefix), write=write)
+    return prefix
+
+
 def _save_v2(ctx):
     node = ctx.name
     dtypes = [d.base_dtype for d in ctx.input_dtypes[3:]]
 
     def compute(prefix, tensor_names, shape_and_slices, *tensors):
-        prefix = _scalar_text(prefix, "prefix", node, "SaveV2")
+        prefix = _confined(f"SaveV2 {node}", _scalar_text(prefix, "prefix", node, "SaveV2"), True)
         names = _strings(tensor_names, "tensor_names", len(tensors), node, "SaveV2")
         specs = _strings(shape_and_slices, "shape_and_slices", len(tensors), node, "SaveV2")
         for n, s in zip(names, specs):
@@ -73,10 +86,14 @@ def _restore_v2(ctx):
     single = len(dtypes) == 1
 
     def compute(prefix, tensor_names, shape_and_slices):
-        prefix = _scalar_text(prefix, "prefix", node, "RestoreV2")
+        where = f"RestoreV2 {node}"
+        prefix = _confined(where, _scalar_text(prefix, "prefix", node, "RestoreV2"), False)
         names = _strings(tensor_names, "tensor_names", len(dtypes), node, "RestoreV2")
         specs = _strings(shape_and_slices, "shape_and_slices", len(dtypes), node, "RestoreV2")
         reader = cf.BundleReader(prefix)
+        if file_root.root() is not None:
+            file_root.check_all(where, [reader.data_file(s) for s in range(reader.num_shards)],
+                                write=False)
         outs = [_slice(reader.read(n, dt), s, n, node) for n, s, dt in zip(names, specs, dtypes)]
         return outs[0] if single else tuple(outs)
     return compute
@@ -88,9 +105,12 @@ def _merge(ctx):
     node = ctx.name
 
     def compute(checkpoint_prefixes, destination_prefix):
-        srcs = [v.decode("utf-8") if isinstance(v, bytes) else str(v)
+        where = f"MergeV2Checkpoints {node}"
+        # the sources are read, then moved and deleted: written
+        srcs = [_confined(where, v.decode("utf-8") if isinstance(v, bytes) else str(v), True)
                 for v in np.asarray(checkpoint_prefixes, dtype=object).reshape(-1)]
-        dest = _scalar_text(destination_prefix, "destination_prefix", node, "MergeV2Checkpoints")
+        dest = _confined(where, _scalar_text(destination_prefix, "destination_prefix", node,
+                                             "MergeV2Checkpoints"), True)
         cf.merge_bundles(srcs, dest, delete_old_dirs, allow_missing)
     return compute
 

@@ -1,4 +1,8 @@
-"""CPU kernels of the tf.io file and serialization ops (kernflow.core.ops.io_ops_more)."""
+"""CPU kernels of the tf.io file and serialization ops (kernflow.core.ops.io_ops_more).
+
+ReadFile and WriteFile use `kernflow.core.gfile` on paths confined to the process's file root
+(kernflow.core.runtime.file_root) when one is set.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from kernflow.core import gfile
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_util
+from kernflow.core.runtime import file_root
 
 DEVICE = "CPU"
 
@@ -43,7 +48,8 @@ def _each(fn, value):
 
 def _read_file(ctx):
     def compute(filename):
-        path = os.fsdecode(_scalar_bytes(ctx, filename, "filename"))
+        path = file_root.check(f"ReadFile node {ctx.name}", _scalar_bytes(ctx, filename, "filename"),
+                               write=False)
         with gfile.GFile(path, "rb") as f:
             return np.array(f.read(), dtype=object)
     return compute
@@ -51,7 +57,8 @@ def _read_file(ctx):
 
 def _write_file(ctx):
     def compute(filename, contents):
-        path = os.fsdecode(_scalar_bytes(ctx, filename, "filename"))
+        path = file_root.check(f"WriteFile node {ctx.name}", _scalar_bytes(ctx, filename, "filename"),
+                               write=True)
         data = _scalar_bytes(ctx, contents, "contents")
         parent = os.path.dirname(path)
         if parent:

@@ -8,6 +8,9 @@ A `LookupTable` keeps its entries as two aligned arrays: ``keys`` (1-D, sorted, 
 ``values`` (``[len(keys)] + value_shape``). A lookup is a vectorised binary search
 (``np.searchsorted``) over the sorted keys, for numeric and string (object array of bytes) keys
 alike; an insert merges and re-sorts. Every read and write holds the table's lock.
+
+A table initialised from a text file reads it at a path confined to the process's file root
+(kernflow.core.runtime.file_root) when one is set.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_shape as _ts
+from kernflow.core.runtime import file_root
 
 __all__ = ["LookupTable", "register"]
 
@@ -250,6 +254,7 @@ def _init_from_text_file(ctx):
         table = _table_of(handle, node)
         filename = np.asarray(filename).item()
         filename = filename.decode() if isinstance(filename, bytes) else str(filename)
+        filename = file_root.check(f"InitializeTableFromTextFileV2 {node}", filename, write=False)
         lines = _read_lines(node, filename, vocab_size)
         tokens = [splitter.split(ln) for ln in lines]
         keys = _column(node, filename, lines, tokens, key_index, table.key_dtype, offset)

@@ -8,13 +8,13 @@ index arithmetic, no per-value Python). Error messages are TF's, naming the exam
 
 from __future__ import annotations
 
-import glob
 import re
 
 import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import dtypes as _dtypes
+from kernflow.core.runtime import file_root
 
 DEVICE = "CPU"
 
@@ -410,8 +410,10 @@ def _matching_files(ctx):
         if pats.ndim > 1:
             raise errors.InvalidArgumentError(None, None, f"MatchingFiles {ctx.name}: pattern must be a "
                                               f"scalar or vector, got shape {list(pats.shape)}")
-        # as TF: every pattern's matches, then one sort (a file two patterns match appears twice)
-        names = sorted(f for p in pats.reshape(-1) for f in glob.glob(_text(p)))
+        # as TF: every pattern's matches, then one sort (a file two patterns match appears twice);
+        # under a file root, each pattern and each match must lie inside it
+        where = f"MatchingFiles {ctx.name}"
+        names = sorted(f for p in pats.reshape(-1) for f in file_root.matching_files(where, _text(p)))
         return np.array([n.encode("utf-8") for n in names] or [], dtype=object).reshape(-1)
     return compute
 

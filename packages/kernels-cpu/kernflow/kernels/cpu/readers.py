@@ -12,13 +12,15 @@ the reads of one reader with a mutex). Invariants:
   empty: OutOfRange) never loses records.
 * Work units start and finish in pairs: `work_started - work_finished` is 1 while a unit is in
   progress (then `current_work` names it; afterwards it keeps the last unit's name, as TF does).
+
+A work unit names a file, confined to the process's file root (kernflow.core.runtime.file_root)
+when one is set: a unit outside it fails the read with InvalidArgumentError, as a missing file does.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import os
 import struct
 import threading
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from kernflow.core.data.tfrecord import open_compressed, read_records
 from kernflow.core.framework import errors
+from kernflow.core.runtime import file_root
 # The queue's own dequeue attempt (reader kernels dequeue work units as QueueDequeueV2 does).
 from kernflow.kernels.cpu.queues import _DEQUEUERS, Queue, _Dequeue
 
@@ -40,12 +43,13 @@ def _bytes(v) -> bytes:
 
 
 # ---------------------------------------------------------------------------- record sources
-# A source maps a work unit to an iterator of (key, value) byte strings.
-def _tfrecords(attrs):
+# A source maps a work unit to an iterator of (key, value) byte strings; `where` names the reader
+# in the file root's refusals.
+def _tfrecords(attrs, where):
     compression = attrs["compression_type"]
 
     def records(work: bytes):
-        path = os.fsdecode(work)
+        path = file_root.check(where, work, write=False)
         offset = 0
         with open_compressed(path, compression or None, "rb") as f:
             for data in read_records(f, path):
@@ -54,11 +58,11 @@ def _tfrecords(attrs):
     return records
 
 
-def _text_lines(attrs):
+def _text_lines(attrs, where):
     skip = attrs["skip_header_lines"]
 
     def records(work: bytes):
-        path = os.fsdecode(work)
+        path = file_root.check(where, work, write=False)
         with open_compressed(path, None, "rb") as f:
             for number, line in enumerate(f, 1):
                 if number <= skip:
@@ -69,20 +73,20 @@ def _text_lines(attrs):
     return records
 
 
-def _whole_files(attrs):
+def _whole_files(attrs, where):
     def records(work: bytes):
-        with open_compressed(os.fsdecode(work), None, "rb") as f:
+        with open_compressed(file_root.check(where, work, write=False), None, "rb") as f:
             yield work, f.read()
     return records
 
 
-def _fixed_length(attrs):
+def _fixed_length(attrs, where):
     header, size, footer = attrs["header_bytes"], attrs["record_bytes"], attrs["footer_bytes"]
     hop = attrs["hop_bytes"] or size
     encoding = attrs["encoding"]
 
     def records(work: bytes):
-        with open_compressed(os.fsdecode(work), encoding or None, "rb") as f:
+        with open_compressed(file_root.check(where, work, write=False), encoding or None, "rb") as f:
             data = f.read()
         end = len(data) - footer
         for index, start in enumerate(range(header, max(end - size + 1, header), hop)):
@@ -90,7 +94,7 @@ def _fixed_length(attrs):
     return records
 
 
-def _identity(attrs):
+def _identity(attrs, where):
     def records(work: bytes):
         yield work, work
     return records
@@ -348,7 +352,7 @@ def _reader_op(ctx):
     container = ctx.get_attr("container")
     name = ctx.get_attr("shared_name") or f"_{next(_ids)}_{ctx.name}"
     attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in ctx.attrs.items()}
-    make = lambda: Reader(kind, name, make_source(attrs), single,  # noqa: E731
+    make = lambda: Reader(kind, name, make_source(attrs, f"{kind} '{name}'"), single,  # noqa: E731
                           ctx.op_type == "IdentityReaderV2")
 
     def check(r):

@@ -1,4 +1,8 @@
-"""CPU kernels of the Python-calling and printing ops (kernflow.core.ops.script_ops)."""
+"""CPU kernels of the Python-calling and printing ops (kernflow.core.ops.script_ops).
+
+PrintV2 to ``file://<path>`` appends to a path confined to the process's file root
+(kernflow.core.runtime.file_root) when one is set, checked at each write.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import numpy as np
 
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
+from kernflow.core.runtime import file_root
 from kernflow.kernels.cpu.strings import _float_str
 
 DEVICE = "CPU"
@@ -212,10 +217,11 @@ def _writer(ctx, stream: str):
     if stream in _LOG_LEVELS:
         return lambda text: _log.log(_LOG_LEVELS[stream], "%s", text.rstrip("\n"))
     if stream.startswith("file://"):
-        path = stream[len("file://"):]
+        path, where = stream[len("file://"):], f"PrintV2 node {ctx.name}"
 
         def append(text):
-            with open(path, "a", encoding="utf-8", errors="surrogateescape") as f:
+            confined = file_root.check(where, path, write=True)
+            with open(confined, "a", encoding="utf-8", errors="surrogateescape") as f:
                 f.write(text)
         return append
     raise errors.InvalidArgumentError(None, None, f"PrintV2 node {ctx.name}: unknown output_stream "
