@@ -246,9 +246,9 @@ class StepCounterHook(SessionRunHook):
         _log.info("%s: %g", self._summary_tag, rate)
 
     def after_run(self, run_context, run_values):
-        stale_global_step = run_values.results
+        stale_global_step = int(run_values.results)   # (a numpy scalar: slower in every comparison)
         if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
-            global_step = run_context.session.run(self._global_step_tensor)
+            global_step = int(run_context.session.run(self._global_step_tensor))
             if self._timer.should_trigger_for_step(global_step):
                 elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
                 if elapsed_time is not None:
@@ -320,10 +320,10 @@ class SummarySaverHook(SessionRunHook):
     def after_run(self, run_context, run_values):
         if self._summary_writer is None:
             return
-        global_step = run_values.results["global_step"] + 1
+        global_step = int(run_values.results["global_step"]) + 1
         if self._next_step is None or self._request_summary:
             # The fetched value may predate this step's update: read the step again.
-            global_step = run_context.session.run(self._global_step_tensor)
+            global_step = int(run_context.session.run(self._global_step_tensor))
         if self._next_step is None:
             self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), global_step)
         if self._request_summary:
@@ -638,7 +638,7 @@ class CheckpointSaverHook(SessionRunHook):
         return SessionRunArgs(self._global_step_tensor)
 
     def after_run(self, run_context, run_values):
-        stale_global_step = run_values.results
+        stale_global_step = int(run_values.results)   # (a numpy scalar: slower in every comparison)
         if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
             global_step = run_context.session.run(self._global_step_tensor)
             if self._timer.should_trigger_for_step(global_step):
