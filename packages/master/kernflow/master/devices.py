@@ -4,6 +4,7 @@ The master never runs kernels, so it does not create `Device` objects of its own
 for its devices (``GetStatus``) and wraps each `DeviceAttributes` in a `RemoteDevice`, which carries
 exactly what `kernflow.core.runtime.placer.place` and the cost model read: the name, the type, the
 parsed spec, a resource key (one per task: the devices of a task share its host) and cost hints.
+Which kernels a device has is its task's advertisement (`kernel_support`), not the master's registry.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from kernflow.core.framework import device_spec
 from kernflow.core.runtime import cost_model as _cost
 
-__all__ = ["RemoteDevice", "TaskCostModel", "canonical_task", "task_of", "task_sort_key", "KernelView"]
+__all__ = ["RemoteDevice", "TaskCostModel", "canonical_task", "task_of", "task_sort_key"]
 
 # Cost hints per device type (seconds per unit of work, seconds per kernel launch); unknown types
 # get the CPU's. They only steer the placer's simulation, so rough values are enough.
@@ -98,32 +99,3 @@ class TaskCostModel(_cost.CostModel):
             nbytes = 4.0 * _cost._elements(shapes.list.shape[idx])
         return self.latency_s + nbytes / self.bytes_per_second
 
-
-class KernelView:
-    """The master's kernel registry, permissive for device types it has no kernels for.
-
-    The placer checks that a device has a kernel for every node. The master process may lack the
-    plugin of a device type its workers have (GPU kernels on a CPU-only master host): for such a
-    type every op counts as supported and the worker reports a missing kernel when it compiles.
-    """
-
-    def __init__(self, kernels):
-        self._kernels = kernels
-        self._known: dict[str, bool] = {}
-
-    def _has_type(self, device_type: str) -> bool:
-        known = self._known.get(device_type)
-        if known is None:
-            known = self._known[device_type] = bool(self._kernels.op_types(device_type))
-        return known
-
-    def find(self, op_type, device_type, attrs):
-        if not self._has_type(device_type):
-            return True
-        return self._kernels.find(op_type, device_type, attrs)
-
-    def device_types_for(self, op_type, attrs):
-        return self._kernels.device_types_for(op_type, attrs)
-
-    def __getattr__(self, name):
-        return getattr(self._kernels, name)

@@ -43,9 +43,10 @@ from kernflow.client.graph_stream import NotInline
 from kernflow.client.protocol import PROTOCOL_VERSION, check_peer
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master import step_routes
-from kernflow.master.devices import (KernelView, RemoteDevice, TaskCostModel, canonical_task,
+from kernflow.master.devices import (RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
 from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
+from kernflow.master.kernel_support import ClusterKernels, SessionKernels
 from kernflow.master.session_gc import SessionGC
 from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task
 from kernflow.master.step_routes import Routes
@@ -92,8 +93,8 @@ class _Session:
         self.incarnations: dict[str, int] = {}
         self.client_device = ""
         self.unreachable: dict[str, errors.OpError] = {}
-        # Placement, pruning, rewrites and partitioning, shared with DirectSession.
-        self.state = GraphExecutionState(kernels, fusion.jit_level(config))
+        # Placement (by the kernels the tasks advertise), pruning, rewrites and partitioning.
+        self.state = GraphExecutionState(SessionKernels(kernels, self), fusion.jit_level(config))
         self.plans = PlanCache(plan_cache_size)   # (signature, pull) -> _StepPlan
         self.cost_model = TaskCostModel()
         self.refresh = True
@@ -169,7 +170,7 @@ class Master:
         self.session_gc_seconds = self._gc.timeout_s
         self.plan_cache_size = plan_cache_size_of(plan_cache_size)
         regs = manager.registries()
-        self._kernels = KernelView(regs.kernels)
+        self._kernels = ClusterKernels()   # what each task advertises; the placer asks it, not regs
         self._type_priority = {t: regs.devices.priority(t) for t in regs.devices.device_types()}
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
@@ -229,11 +230,11 @@ class Master:
                     return t
         return tasks[0]
 
-    def _gather(self, filters) -> tuple[list[RemoteDevice], dict]:
-        """Asks every (filtered) task for its devices; returns (devices, {task: error})."""
+    def _gather(self, filters, kernels: bool = False) -> tuple[list[RemoteDevice], dict]:
+        """Asks every (filtered) task for its devices (and its kernels); returns (devices, {task: error})."""
         tasks = self._tasks_for(filters)
-        got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
-                               self.rpc_timeout_s)
+        got = self._call_tasks(tasks, "get_status", self._kernels.request if kernels else
+                               lambda t: worker_pb2.GetStatusRequest(), self.rpc_timeout_s)
         devices, unreachable = [], {}
         for task in tasks:
             resp, err = got[task]
@@ -241,6 +242,8 @@ class Master:
                 unreachable[task] = name_task(err, task)
                 continue
             check_peer(resp.protocol_version, f"Task {task}")
+            if kernels:
+                self._kernels.observe(task, resp)
             for attrs in resp.device_attributes:
                 d = RemoteDevice(attrs)
                 if d.task != task:
@@ -432,7 +435,7 @@ class Master:
     # ------------------------------------------------------------------ building a step
     def _refresh_devices(self, s: _Session) -> None:
         """Re-gathers the devices; drops placements and registrations made for other incarnations."""
-        devices, unreachable = self._gather(s.filters)
+        devices, unreachable = self._gather(s.filters, kernels=True)
         if unreachable and s.devices:
             # Keep the last known devices of tasks that do not answer now: placements and cached
             # plans stay valid, and only the steps that need a dead task fail (naming it).

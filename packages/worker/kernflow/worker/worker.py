@@ -24,6 +24,10 @@ the step's RunGraph goes when its last waiter leaves, an AbortStep of an unknown
 tombstone in a capped table, and rendezvous left behind by a master that never cleaned up are
 swept after `step_ttl_s` of idleness.
 
+**Kernels.** GetStatus with `list_kernels` lists the kernels of each of the task's device types
+(`advertised_kernels`), which the master places ops by: a task without a plugin's kernels is never
+given its ops, and the master names the missing kernel before any graph is registered.
+
 **Tracing.** With an OpenTelemetry SDK installed, each RunGraph is a "Worker.RunGraph" span (a child
 of the caller's span: the master's "RunGraph", whose context arrives in the call metadata), each pull
 from another task a "RecvTensor" child of it, and each RecvTensor served here a "Worker.RecvTensor"
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
 import itertools
 import os
 import secrets
@@ -63,7 +68,7 @@ from kernflow.worker.recv_tensor import RecvTensorService
 from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of
 from kernflow.worker.step_table import StepTable
 
-__all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S"]
+__all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S", "advertised_kernels"]
 
 DEFAULT_RECV_TIMEOUT_S = 60.0
 # Device names `is_local_device` remembers (they come from callers' rendezvous keys).
@@ -119,11 +124,13 @@ class Worker(RecvTensorService):
         recv_timeout_s: deadline of a RecvTensor wait, and of a pull when the step has no timeout.
         step_ttl_s: idle time after which a step's rendezvous that nobody cleaned up is dropped.
         devices: the devices to use instead of creating them from the plugins (tests).
+        kernels: the `KernelRegistry` to compile with and advertise instead of the plugins' (tests:
+            workers of one process with different plugins).
     """
 
     def __init__(self, job: str, task: int, config=None, resolver=None,
                  recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S, step_ttl_s: float = 600.0,
-                 devices=None):
+                 devices=None, kernels=None):
         regs = manager.registries()
         self.job = job
         self.task = int(task)
@@ -132,7 +139,8 @@ class Worker(RecvTensorService):
         self.resolver = resolver
         self.recv_timeout_s = float(recv_timeout_s)
         self.step_ttl_s = float(step_ttl_s)
-        self._kernels = regs.kernels
+        self._kernels = kernels if kernels is not None else regs.kernels
+        self._advertised = None   # (KernelLists, digest), built at the first GetStatus asking for them
         self.devices = list(devices) if devices is not None else \
             regs.devices.create_devices(config, job, 0, self.task)
         if not self.devices:
@@ -241,13 +249,20 @@ class Worker(RecvTensorService):
     # ------------------------------------------------------------------ status
     def get_status(self, req=None, timeout=None) -> worker_pb2.GetStatusResponse:
         """Returns the task's devices, job, task index, protocol version, host id and transports
-        (each with its answer to the caller's probe in `req`)."""
+        (each with its answer to the caller's probe in `req`); with `req.list_kernels`, the digest
+        of its kernels and, unless the caller holds that digest, the kernels themselves."""
         resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task, protocol_version=PROTOCOL_VERSION)
         for d in self.devices:
             resp.device_attributes.add(name=d.name, device_type=d.device_type,
                                        memory_limit=int(d.memory_limit_bytes or 0),
                                        incarnation=int(d.incarnation))
         _transports.fill_status(resp, req)
+        if req is not None and req.list_kernels:
+            if self._advertised is None:
+                self._advertised = advertised_kernels(self._kernels, [d.device_type for d in self.devices])
+            lists, resp.kernels_digest = self._advertised
+            if req.kernels_digest != resp.kernels_digest:
+                resp.kernels.extend(lists)
         return resp
 
     # ------------------------------------------------------------------ graphs
@@ -651,6 +666,38 @@ class Worker(RecvTensorService):
             r.abort(err)
         self.pull_pool.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown()
+
+
+def advertised_kernels(kernels, device_types) -> tuple[list, str]:
+    """The kernels of `device_types` in `kernels` as GetStatus lists them, and their digest.
+
+    Per device type (sorted) one `KernelList`: the op types with an unconstrained kernel, then each
+    dtype-constrained kernel of the other op types (an unconstrained kernel already covers every
+    node of its op). Everything is sorted, so equal registries give equal lists and digests.
+
+    Args:
+        kernels: a `KernelRegistry`.
+        device_types: the task's device types (repeats allowed).
+
+    Returns:
+        ([KernelList], hex digest of their serialized form).
+    """
+    lists = []
+    for device_type in sorted(set(device_types)):
+        defs = kernels.kernel_defs(device_type)
+        free = sorted({kd.op_type for kd in defs if not kd.constraints})
+        kl = worker_pb2.KernelList(device_type=device_type, op_types=free)
+        constrained = []
+        for kd in defs:
+            if kd.constraints and kd.op_type not in free:
+                constrained.append(worker_pb2.ConstrainedKernel(op_type=kd.op_type, constraints=[
+                    worker_pb2.KernelConstraint(attr=attr, allowed=sorted({d.as_datatype_enum for d in allowed}))
+                    for attr, allowed in sorted(kd.constraints.items())]))
+        constrained.sort(key=lambda ck: (ck.op_type, ck.SerializeToString(deterministic=True)))
+        kl.constrained.extend(constrained)
+        lists.append(kl)
+    body = worker_pb2.GetStatusResponse(kernels=lists).SerializeToString(deterministic=True)
+    return lists, hashlib.sha256(body).hexdigest()[:32]
 
 
 def _waiting_on(states) -> str:

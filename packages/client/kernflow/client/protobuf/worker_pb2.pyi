@@ -35,7 +35,7 @@ class NamedTensor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., tensor: _Optional[_Union[_tensor_pb2.TensorProto, _Mapping]] = ...) -> None: ...
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ("transport_probes",)
+    __slots__ = ("transport_probes", "list_kernels", "kernels_digest")
     class TransportProbesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -44,8 +44,12 @@ class GetStatusRequest(_message.Message):
         value: bytes
         def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     TRANSPORT_PROBES_FIELD_NUMBER: _ClassVar[int]
+    LIST_KERNELS_FIELD_NUMBER: _ClassVar[int]
+    KERNELS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     transport_probes: _containers.ScalarMap[str, bytes]
-    def __init__(self, transport_probes: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+    list_kernels: bool
+    kernels_digest: str
+    def __init__(self, transport_probes: _Optional[_Mapping[str, bytes]] = ..., list_kernels: _Optional[bool] = ..., kernels_digest: _Optional[str] = ...) -> None: ...
 
 class TransportOffer(_message.Message):
     __slots__ = ("name", "params")
@@ -56,7 +60,7 @@ class TransportOffer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[bytes] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports", "local_channel")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports", "local_channel", "kernels", "kernels_digest")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +75,8 @@ class GetStatusResponse(_message.Message):
     HOST_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSPORTS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KERNELS_FIELD_NUMBER: _ClassVar[int]
+    KERNELS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
@@ -85,7 +91,35 @@ class GetStatusResponse(_message.Message):
     host_id: str
     transports: _containers.RepeatedCompositeFieldContainer[TransportOffer]
     local_channel: LocalChannelOffer
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ..., local_channel: _Optional[_Union[LocalChannelOffer, _Mapping]] = ...) -> None: ...
+    kernels: _containers.RepeatedCompositeFieldContainer[KernelList]
+    kernels_digest: str
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ..., local_channel: _Optional[_Union[LocalChannelOffer, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelList, _Mapping]]] = ..., kernels_digest: _Optional[str] = ...) -> None: ...
+
+class KernelList(_message.Message):
+    __slots__ = ("device_type", "op_types", "constrained")
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
+    device_type: str
+    op_types: _containers.RepeatedScalarFieldContainer[str]
+    constrained: _containers.RepeatedCompositeFieldContainer[ConstrainedKernel]
+    def __init__(self, device_type: _Optional[str] = ..., op_types: _Optional[_Iterable[str]] = ..., constrained: _Optional[_Iterable[_Union[ConstrainedKernel, _Mapping]]] = ...) -> None: ...
+
+class ConstrainedKernel(_message.Message):
+    __slots__ = ("op_type", "constraints")
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    op_type: str
+    constraints: _containers.RepeatedCompositeFieldContainer[KernelConstraint]
+    def __init__(self, op_type: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[KernelConstraint, _Mapping]]] = ...) -> None: ...
+
+class KernelConstraint(_message.Message):
+    __slots__ = ("attr", "allowed")
+    ATTR_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    attr: str
+    allowed: _containers.RepeatedScalarFieldContainer[_types_pb2.DataType]
+    def __init__(self, attr: _Optional[str] = ..., allowed: _Optional[_Iterable[_Union[_types_pb2.DataType, str]]] = ...) -> None: ...
 
 class LocalChannelOffer(_message.Message):
     __slots__ = ("path", "token")

@@ -148,6 +148,12 @@ class KernelRegistry:
     def op_types(self, device_type: str | None = None) -> set[str]:
         return {op for (op, d), lst in self._kernels.items() if lst and (device_type in (None, d))}
 
+    def kernel_defs(self, device_type: str | None = None) -> list[KernelDef]:
+        """Every registered kernel (of `device_type` when given), by op type."""
+        with self._lock:
+            return [kd for (op, d), lst in sorted(self._kernels.items())
+                    if device_type in (None, d) for kd in lst]
+
 
 def _cons_str(cons) -> str:
     return ", ".join(f"{k} in [{', '.join(d.name for d in v)}]" for k, v in cons.items()) or "any types"

@@ -12,8 +12,9 @@ The one step pipeline of the embedded runtime (`DirectSession`) and of the maste
    with `global_jit_level=OFF`), and **partition** it per device with Send/Recv pairs.
 
 What differs between the two callers is only policy, passed in: the master's default task and its
-placement-failure diagnosis wrap `place`; DirectSession's `arg_policy` puts in-process feeds and
-fetches next to their consumers and producers.
+placement-failure diagnosis wrap `place`, and it places by the kernels each task advertises rather
+than its own registry; DirectSession's `arg_policy` puts in-process feeds and fetches next to their
+consumers and producers.
 
 `FeedCheck` holds what a signature's feeds must be (each fed tensor's dtype, a placeholder's
 declared shape), for a server that receives feeds it did not check itself (the master: the client
@@ -41,8 +42,10 @@ class GraphExecutionState:
     """Places a session's graph and turns step signatures into partitions.
 
     Args:
-        kernels: the `KernelRegistry` (placement asks which devices have kernels; the rewrites ask
-            which fused kernels exist).
+        kernels: what placement and the rewrites ask about kernels: the `KernelRegistry` (the
+            embedded runtime), or a `placer.KernelSupport` that also answers the registry's
+            ``find(op_type, device_type, attrs)`` (the master's `ClusterKernels`: placement asks per
+            device, the rewrites which fused kernels a device type has).
         jit_level: OptimizerOptions.global_jit_level of the session's config.
 
     Not thread-safe: callers hold their session's lock around `placed` and `step`.

@@ -7,7 +7,10 @@ Heuristics, in order (TF's placer.cc, plus the whitepaper's simulated greedy pla
    group placed as a unit.
 2. *Constraints*: a group may only go to devices matching every member's requested device (partial
    specs like "/device:CPU:1" or "/job:ps" match many) and having a kernel for every member.
-   ``allow_soft_placement`` drops an unsatisfiable device type/index instead of failing.
+   ``allow_soft_placement`` drops an unsatisfiable device type/index instead of failing. Whether a
+   device has a kernel is a `KernelSupport`'s answer for that device: the process's registry by
+   device type in the embedded runtime (`RegistryKernels`), what the device's task advertises on a
+   cluster (the master's `ClusterKernels`), so a missing kernel fails here, naming the devices.
 3. *Greedy simulation*: groups are visited in topological order; each goes to the candidate where
    the simulated step would finish it earliest: when the device (or the hardware it shares, see
    `Device.resource_key`) is free, plus the time its inputs take to arrive from other devices, plus
@@ -35,7 +38,8 @@ from kernflow.core.framework import op_def_registry
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime.executor import node_attrs, parse_input
 
-__all__ = ["place", "colocation_groups", "PlacementOptions", "ANY_DEVICE_OPS"]
+__all__ = ["place", "colocation_groups", "PlacementOptions", "ANY_DEVICE_OPS", "KernelSupport",
+           "RegistryKernels", "kernel_support", "dtype_attrs_str"]
 
 _log = logging.getLogger(__name__)
 # Ops handled by the executor itself: they run on whatever device they are put on.
@@ -50,6 +54,58 @@ class PlacementOptions:
     cost_model: _cost.CostModel | None = None
     # Device types to prefer when costs tie, highest first.
     type_priority: dict = dataclasses.field(default_factory=dict)
+
+
+class KernelSupport:
+    """Which devices can run a node: what heuristic 2 asks, per device.
+
+    Subclasses answer `has_kernel` for one device and explain a node no allowed device can run.
+    """
+
+    def has_kernel(self, device, op_type: str, attrs: dict) -> bool:
+        """True if `device` has a kernel for a node of `op_type` with these typed attrs."""
+        raise NotImplementedError
+
+    def no_kernel_message(self, node_name: str, op_type: str, attrs: dict, requested: str,
+                          lacking: list, devices: list) -> str:
+        """Why node `node_name` cannot be placed: no device of `lacking` (those matching its
+        group's device request, `requested`, "(any)" when none) has a kernel for it. `devices` are
+        all the placer's devices. The placer puts "Cannot assign a device for operation X: " first.
+        """
+        raise NotImplementedError
+
+
+class RegistryKernels(KernelSupport):
+    """Kernel support from this process's `KernelRegistry`: a device has a kernel when its type
+    has one (the embedded runtime, whose devices run this process's kernels)."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def has_kernel(self, device, op_type, attrs):
+        return self.kernels.find(op_type, device.device_type, attrs) is not None
+
+    def no_kernel_message(self, node_name, op_type, attrs, requested, lacking, devices):
+        have = self.kernels.device_types_for(op_type, attrs)
+        return (f"Could not satisfy explicit device specification '{requested}' because no supported "
+                f"kernel for {lacking[0].device_type} devices is available (op {node_name} of type "
+                f"{op_type}; devices with a kernel: {', '.join(have) or 'none'}).")
+
+
+def kernel_support(kernels) -> KernelSupport:
+    """`kernels` itself when it is a `KernelSupport`, else `RegistryKernels` of that registry."""
+    return kernels if isinstance(kernels, KernelSupport) else RegistryKernels(kernels)
+
+
+def dtype_attrs_str(attrs: dict) -> str:
+    """A node's dtype attrs as TF's kernel errors show them: ``{T=float32, Tidx=int32}``."""
+    parts = []
+    for k, v in sorted((attrs or {}).items()):
+        vals = v if isinstance(v, list) else [v]
+        if vals and all(getattr(x, "base_dtype", None) is not None for x in vals):
+            shown = ", ".join(x.name for x in vals)
+            parts.append(f"{k}={'[' + shown + ']' if isinstance(v, list) else shown}")
+    return "{" + ", ".join(parts) + "}"
 
 
 class _UnionFind:
@@ -152,11 +208,20 @@ def _matches(spec, dev) -> bool:
 def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
     """Returns a copy of `graph_def` with every node's device set to a full device name.
 
+    Args:
+        graph_def: the GraphDef to place (not modified).
+        devices: the `Device`s (or descriptions with `name`, `device_type`, `spec`, `resource_key`).
+        kernels: a `KernelSupport` deciding per device whether it can run a node, or a
+            `KernelRegistry` (then `RegistryKernels` of it: by device type).
+        options: `PlacementOptions`.
+
     Raises:
         InvalidArgumentError: when a node's constraints cannot be satisfied (the message names the
-            node, the requested device and what is available).
+            node, the requested device and what is available; for a missing kernel, the
+            `KernelSupport`'s explanation).
     """
     options = options or PlacementOptions()
+    kernels = kernel_support(kernels)
     out = type(graph_def)()
     out.CopyFrom(graph_def)
     nds = list(out.node)
@@ -190,7 +255,8 @@ def place(graph_def, devices, kernels, options: PlacementOptions | None = None):
             dev_type = device_spec.DeviceSpec.from_string(nd.device).device_type
             better = [t for t in preferred[:preferred.index(dev_type)] if dev_type in preferred] \
                 if nd.op not in ANY_DEVICE_OPS else []
-            missing = [t for t in better if kernels.find(nd.op, t, attrs[i]) is None]
+            missing = [t for t in better if not any(kernels.has_kernel(d, nd.op, attrs[i])
+                                                    for d in devices if d.device_type == t)]
             if missing:
                 line += f" (no {'/'.join(missing)} kernel for {nd.op})"
             _log.info(line)
@@ -203,7 +269,7 @@ def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, 
     ops = [m for m in members if nds[m].op not in ANY_DEVICE_OPS]
 
     def supported(dev):
-        return all(kernels.find(nds[m].op, dev.device_type, attrs[m]) is not None for m in ops)
+        return all(kernels.has_kernel(dev, nds[m].op, attrs[m]) for m in ops)
 
     matching = [d for d in devices if _matches(spec, d)]
     ok = [d for d in matching if supported(d)]
@@ -222,13 +288,19 @@ def _candidates(members, nds, op_defs, attrs, specs, devices, kernels, options, 
             None, None, f"Cannot assign a device for operation {first.name}: Could not satisfy explicit "
             f"device specification '{requested}' because no devices matching that specification are "
             f"registered in this process; available devices: {avail}")
-    bad = next(m for m in ops if not any(kernels.find(nds[m].op, d.device_type, attrs[m]) for d in matching))
-    have = kernels.device_types_for(nds[bad].op, attrs[bad])
+    bad = next((m for m in ops if not any(kernels.has_kernel(d, nds[m].op, attrs[m]) for d in matching)),
+               None)
+    if bad is None:   # each member runs somewhere, but no device runs them all
+        where = "; ".join(f"{nds[m].name} ({nds[m].op}): "
+                          f"{', '.join(d.name for d in matching if kernels.has_kernel(d, nds[m].op, attrs[m]))}"
+                          for m in ops)
+        raise errors.InvalidArgumentError(
+            None, None, f"Cannot assign a device for operation {first.name}: its colocation group must "
+            f"share one device, and no device matching '{requested}' has a kernel for every member "
+            f"(devices with a kernel: {where}).")
     raise errors.InvalidArgumentError(
-        None, None, f"Cannot assign a device for operation {first.name}: Could not satisfy explicit "
-        f"device specification '{requested}' because no supported kernel for "
-        f"{matching[0].device_type} devices is available (op {nds[bad].name} of type {nds[bad].op}; "
-        f"devices with a kernel: {', '.join(have) or 'none'}).")
+        None, None, f"Cannot assign a device for operation {first.name}: " + kernels.no_kernel_message(
+            nds[bad].name, nds[bad].op, attrs[bad], requested, matching, devices))
 
 
 def _topo(nds, index):
