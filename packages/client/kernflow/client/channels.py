@@ -11,6 +11,10 @@ Also here: W3C trace-context propagation in call metadata (`outgoing_metadata` o
 `incoming_context` / `attach_incoming_context` on the server), a no-op until an application installs
 the OpenTelemetry SDK. Every kernflow client sends it (master and worker clients, RecvTensor pulls
 between workers), so one `Session.run` is one trace across the processes of a cluster.
+
+Transport security (`kernflow.client.security`): with TLS configured, `bind` opens a TLS port and
+`get_channel` a TLS channel; with a cluster token, `outgoing_metadata` carries it and the handlers
+`add_servicer` builds refuse calls without it (UNAUTHENTICATED) before the servicer runs.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ import threading
 import grpc
 
 from kernflow.client import rpc_metrics
+from kernflow.client import security
 from kernflow.core.framework import errors
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "CallBudget", "add_servicer", "bind", "get_channel", "get_stub", "evict",
-           "close_all",
-           "tracing_active", "outgoing_metadata", "incoming_context", "attach_incoming_context"]
+__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "CallBudget", "add_servicer", "token_checked", "bind",
+           "get_channel", "get_stub", "evict", "close_all", "tracing_active", "outgoing_metadata",
+           "trace_metadata", "auth_metadata", "incoming_context", "attach_incoming_context"]
 
 CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", -1),
@@ -119,6 +124,9 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
     message (large tensor chunks whose payload would otherwise be copied twice more). Every
     message's bytes, and every unary call's duration, are metered (`rpc_metrics.metered_handler`).
 
+    With a cluster token configured (`security.current()` now), every method first checks the
+    call's ``authorization`` metadata and answers UNAUTHENTICATED without it (`token_checked`).
+
     Args:
         server: a `grpc.Server`.
         service: the protobuf `ServiceDescriptor` (``*_pb2.DESCRIPTOR.services_by_name[...]``).
@@ -126,12 +134,16 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
         raw_responses: names of the methods whose responses are bytes already.
     """
     from google.protobuf import message_factory
+    expected = security.current().expected_header
     handlers = {}
     for m in service.methods:
         make = _HANDLER_FACTORIES[(m.client_streaming, m.server_streaming)]
         response = message_factory.GetMessageClass(m.output_type)
+        behavior = getattr(servicer, m.name)
+        if expected is not None:
+            behavior = token_checked(behavior, expected)
         behavior, deserialize, serialize = rpc_metrics.metered_handler(
-            f"/{service.full_name}/{m.name}", getattr(servicer, m.name),
+            f"/{service.full_name}/{m.name}", behavior,
             message_factory.GetMessageClass(m.input_type).FromString,
             None if m.name in raw_responses else response.SerializeToString,
             unary=not (m.client_streaming or m.server_streaming))
@@ -140,15 +152,36 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
+def token_checked(behavior, expected: bytes):
+    """`behavior(request, context)` run only for calls whose ``authorization`` metadata is
+    `expected` (`security.token_matches`); other calls end with UNAUTHENTICATED.
+
+    The check runs before the servicer sees the request (for a streaming method, before its first
+    response or its first request is read).
+    """
+    matches = security.token_matches
+
+    def checked(request, context):
+        if matches(context.invocation_metadata(), expected):
+            return behavior(request, context)
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, security.REJECTED)
+    return checked
+
+
 def bind(server: grpc.Server, host: str, port: int) -> int:
-    """Binds `server` (without TLS) to ``host:port`` and returns the port bound (`port` 0: a free one).
+    """Binds `server` to ``host:port`` and returns the port bound (`port` 0: a free one).
+
+    The port is a TLS port when this process has TLS configured (`security.current()`), else an
+    insecure one.
 
     Raises:
         UnavailableError: naming the address; "already in use" when another socket holds the port.
+        FailedPreconditionError: TLS is configured without a certificate to serve with.
     """
     address = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else f"{host}:{int(port)}"
+    creds = security.current().server_credentials()
     try:
-        bound = server.add_insecure_port(address)
+        bound = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
     except RuntimeError as e:  # grpc's own message does not say why ("Failed to bind to address")
         bound, cause = 0, str(e)
     else:
@@ -176,9 +209,10 @@ def _in_use(host: str, port: int) -> bool:
 
 
 def get_channel(address: str) -> grpc.Channel:
-    """Returns the process-wide insecure channel to `address` ("host:port"), creating it once.
+    """Returns the process-wide channel to `address` ("host:port"), creating it once.
 
-    Its stubs count message bytes and time unary calls (`rpc_metrics.MeteredChannel`).
+    A TLS channel when this process has TLS configured (`security.current()`), else an insecure
+    one. Its stubs count message bytes and time unary calls (`rpc_metrics.MeteredChannel`).
     """
     ch = _channels.get(address)
     if ch is not None:
@@ -190,8 +224,13 @@ def get_channel(address: str) -> grpc.Channel:
 def _channel_locked(address: str) -> grpc.Channel:
     ch = _channels.get(address)
     if ch is None:
-        ch = _channels[address] = rpc_metrics.MeteredChannel(
-            grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS)))
+        sec = security.current()
+        creds = sec.channel_credentials()
+        if creds is None:
+            raw = grpc.insecure_channel(address, options=list(CHANNEL_OPTIONS))
+        else:
+            raw = grpc.secure_channel(address, creds, options=list(CHANNEL_OPTIONS + sec.channel_options()))
+        ch = _channels[address] = rpc_metrics.MeteredChannel(raw)
     return ch
 
 
@@ -244,12 +283,30 @@ from kernflow.core.tracing import tracing_active  # noqa: E402
 _tracing_active = tracing_active
 
 
-def outgoing_metadata():
-    """Returns call metadata carrying the current trace context, or None when nothing is traced.
+_auth_metadata = security.auth_metadata
 
-    The W3C ``traceparent`` (and ``tracestate``, baggage) headers of the current span, through the
-    globally configured propagator; None when no SDK is installed or no span is current.
+
+def outgoing_metadata():
+    """Returns the metadata of a kernflow call: the cluster token and the trace context, or None.
+
+    The ``authorization`` header when this process has a cluster token (`security`), and the W3C
+    ``traceparent`` (and ``tracestate``, baggage) headers of the current span, through the globally
+    configured propagator; None when there is no token and nothing is traced.
     """
+    auth = _auth_metadata()
+    if not tracing_active():
+        return auth or None
+    return (trace_metadata() or ()) + auth or None
+
+
+def auth_metadata():
+    """Returns the metadata carrying only the cluster token, or None without one (calls that
+    outlive the current span: a pooled stream's opening)."""
+    return _auth_metadata() or None
+
+
+def trace_metadata():
+    """Returns call metadata carrying only the current trace context, or None when nothing is traced."""
     if not tracing_active():
         return None
     from opentelemetry import propagate

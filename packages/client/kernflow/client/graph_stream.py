@@ -56,7 +56,9 @@ class _Stream:
 
     def __init__(self, stub):
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        self._responses = stub.RunGraphStream(iter(self._requests.get, None))
+        # (the cluster token only: the stream outlives the span current when it opens)
+        self._responses = stub.RunGraphStream(iter(self._requests.get, None),
+                                              metadata=channels.auth_metadata())
         self.broken = False
         self.idle_since = 0.0
 

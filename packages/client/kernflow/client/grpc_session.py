@@ -6,6 +6,9 @@ later steps first send the ops added to the graph since (`ExtendSession`, the wh
 tracked with `Graph.version`). Feeds and fetched values travel as raw tensor bytes
 (`kernflow.client.codec`), and the master's errors come back as the same TF error classes.
 
+``kf.Session("grpcs://host:port")`` is the same session, refused unless this process has TLS
+configured (`kernflow.client.security`: with TLS configured, ``grpc://`` targets use it too).
+
 ``kf.Session("etcd://host:port/cluster")`` reads the cluster's master address from etcd once
 (``/kernflow/<cluster>/master``, see `kernflow.client.discovery`) and is then a GrpcSession to it.
 
@@ -34,6 +37,7 @@ from kernflow.core.framework import errors
 from kernflow.client import codec
 from kernflow.client import fetch_stream
 from kernflow.client import local_master
+from kernflow.client import security
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protocol import check_peer
 from kernflow.client.protobuf import master_pb2
@@ -43,6 +47,7 @@ __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd
 
 _log = logging.getLogger(__name__)
 SCHEME = "grpc://"
+TLS_SCHEME = "grpcs://"   # the same, refusing to run without TLS configured (`security.require_tls`)
 # How long CreateSession may wait for tasks that are not up yet when the config sets no operation
 # timeout (MonitoredTrainingSession's default max_wait_secs).
 CREATE_SESSION_TIMEOUT_S = 7200.0
@@ -52,19 +57,26 @@ _MAX_REMEMBERED = 1024   # fetch lists whose result size is remembered
 
 
 def parse_target(target: str) -> str:
-    """Returns "host:port" of a ``grpc://host:port`` target.
+    """Returns "host:port" of a ``grpc://host:port`` or ``grpcs://host:port`` target.
+
+    Whether the channel uses TLS is the process's setting (`kernflow.client.security`) for both
+    schemes; ``grpcs://`` only makes sure that it does.
 
     Raises:
         InvalidArgumentError: if the target is not of that form.
+        FailedPreconditionError: a ``grpcs://`` target in a process without TLS configured.
     """
-    if not target.startswith(SCHEME):
+    scheme = TLS_SCHEME if target.startswith(TLS_SCHEME) else SCHEME
+    if not target.startswith(scheme):
         raise errors.InvalidArgumentError(None, None, f"not a grpc target: {target!r} (expected "
-                                          f"'grpc://host:port')")
-    address = target[len(SCHEME):].rstrip("/")
+                                          f"'grpc://host:port' or 'grpcs://host:port')")
+    address = target[len(scheme):].rstrip("/")
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise errors.InvalidArgumentError(None, None, f"grpc target {target!r} needs a host and a port, "
-                                          f"e.g. 'grpc://localhost:2222'")
+                                          f"e.g. '{scheme}localhost:2222'")
+    if scheme == TLS_SCHEME:
+        security.require_tls(target)
     return address
 
 
@@ -244,12 +256,13 @@ def _static_bytes(graph, fetches) -> int | None:
 
 
 def grpc_session_factory(target: str, graph, config=None) -> GrpcSession:
-    """The ``grpc`` session factory: ``kf.Session("grpc://host:port")``."""
+    """The ``grpc`` and ``grpcs`` session factory: ``kf.Session("grpc://host:port")``."""
     return GrpcSession(target, graph, config)
 
 
 def reset(target: str, containers=None, config=None) -> None:
-    """``kf.Session.reset("grpc://host:port", containers)``: clears containers on every worker."""
+    """``kf.Session.reset("grpc://host:port", containers)``: clears containers on every worker
+    (``grpcs://`` as well)."""
     master = GrpcMasterClient(parse_target(target))
     master.reset(master_pb2.ResetRequest(container=list(containers or ())))
 

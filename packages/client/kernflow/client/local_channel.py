@@ -19,7 +19,8 @@ a broken gRPC connection does, and the next call negotiates again.
 **Who may connect.** The socket lives in a directory only this user may enter
 (``$XDG_RUNTIME_DIR/kernflow`` or ``/tmp/kernflow-UID``, mode 0700, checked before use), the server
 accepts only peers running as its own user (``SO_PEERCRED``), and a connection's first frame must
-carry the offer's token.
+carry the offer's token. The offer travels only in GetStatus answers, which a cluster started with a
+token (`kernflow.client.security`) gives only to callers with that token.
 
 The serving end is `kernflow.client.local_server`; this module holds the protocol (frames,
 negotiation, who may connect) and the caller.

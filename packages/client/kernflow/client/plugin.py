@@ -5,10 +5,14 @@ from kernflow.core.plugins import hookimpl
 
 @hookimpl
 def kernflow_register_session_factories(registry):
-    """Registers ``grpc://host:port`` and ``etcd://host:port/cluster`` targets (a remote master)."""
+    """Registers ``grpc://host:port`` and ``etcd://host:port/cluster`` targets (a remote master), and
+    their TLS forms ``grpcs://host:port`` (refused unless TLS is configured: kernflow.client.security)
+    and ``etcds://host:port/cluster`` (an etcd serving TLS, as `kernflow cluster up --secure` starts)."""
     from kernflow.client.grpc_session import etcd_session_factory, grpc_session_factory
     registry.register("grpc", grpc_session_factory)
+    registry.register("grpcs", grpc_session_factory)
     registry.register("etcd", etcd_session_factory)
+    registry.register("etcds", etcd_session_factory)
 
 
 @hookimpl

@@ -7,6 +7,9 @@ management calls). RunGraph and RecvTensor wait as long as the step may run: the
 (RunGraph falls back to the request's `timeout_in_ms` plus a grace period), and no deadline when the
 step has none (the master's health checks and the channel's keepalive end such calls when a peer
 dies). Failures are raised as TF error classes naming the worker (`rpc_errors.error_from_rpc`).
+
+Every call carries `channels.outgoing_metadata()` (the cluster token, the trace context), also on the
+same-host channel (whose own token, handed out only to callers with the cluster token, admits it).
 """
 
 from __future__ import annotations
@@ -79,8 +82,10 @@ class GrpcWorkerClient:
                           GET_STATUS_TIMEOUT_S if timeout is None else timeout)
 
     def _grpc_status(self, request, timeout):
-        """GetStatus over gRPC (how the same-host channel is negotiated)."""
-        return invoke(self._stub, "GetStatus", request, timeout, lambda: self._what("GetStatus"))
+        """GetStatus over gRPC (how the same-host channel is negotiated: only a caller with the
+        cluster token, when there is one, gets the offer)."""
+        return invoke(self._stub, "GetStatus", request, timeout, lambda: self._what("GetStatus"),
+                      channels.outgoing_metadata())
 
     def register_graph(self, request: worker_pb2.RegisterGraphRequest,
                        timeout: float | None = None) -> worker_pb2.RegisterGraphResponse:

@@ -6,6 +6,11 @@ Adds the ``kernflow master`` command: a standalone master for a cluster of worke
 
 Sessions then use ``kf.Session("grpc://<this host>:2222")``.
 
+With ``--tls-cert``/``--tls-key`` (and ``--tls-ca`` for mutual TLS) it serves TLS and calls its
+workers over TLS; with ``--token-file`` every call must carry the cluster token, and the master sends
+it to the workers (`kernflow.client.security`; the KERNFLOW_TLS_* and KERNFLOW_TOKEN[_FILE]
+environment variables are the defaults).
+
 With etcd, the master finds the workers there and registers itself::
 
     kernflow master --etcd 127.0.0.1:2379 --cluster NAME [--min-workers N]
@@ -48,6 +53,25 @@ def _configure(parser) -> None:
                              "the first task)")
     parser.add_argument("--min-workers", type=int, default=1, metavar="N",
                         help="with --etcd: wait until N tasks are registered before serving (default: 1)")
+    from kernflow.client import security
+    security.add_arguments(parser)
+
+
+def _configure_security(args):
+    """This process's TLS and cluster token from the options; None and a one-line message on stderr
+    when a file cannot be read or is refused."""
+    from kernflow.client import security
+    from kernflow.core.framework import errors
+    try:
+        return security.configure_from_args(args)
+    except errors.OpError as e:
+        print(f"kernflow master: {e.message}", file=sys.stderr)
+        return None
+
+
+def _announce_security(sec) -> None:
+    if sec.tls or sec.token is not None:
+        print(f"kernflow master: {sec.describe()} on every call", flush=True)
 
 
 def load_cluster_spec(text: str):
@@ -125,7 +149,7 @@ def _registration_health(health):
     return on_change
 
 
-def _run_etcd(args) -> int:
+def _run_etcd(args, sec) -> int:
     import threading
 
     from kernflow.client import discovery
@@ -158,6 +182,7 @@ def _run_etcd(args) -> int:
             return 1
         print(f"kernflow master serving {server.target} for {', '.join(master.tasks)}; registered as "
               f"{registration.key} in etcd at {registration.endpoint}", flush=True)
+        _announce_security(sec)
         while not stop.wait(0.5):
             pass
         return 0
@@ -176,8 +201,11 @@ def _run_etcd(args) -> int:
 
 def _run(args) -> int:
     from kernflow.master.server import MasterServer
+    sec = _configure_security(args)
+    if sec is None:
+        return 2
     if getattr(args, "etcd", None):
-        return _run_etcd(args)
+        return _run_etcd(args, sec)
     if not args.cluster_spec:
         print("kernflow master: give --cluster-spec or --etcd", file=sys.stderr)
         return 2
@@ -197,6 +225,7 @@ def _run(args) -> int:
         master.close()
         return 1
     print(f"kernflow master serving {server.target} for {', '.join(cluster.task_names())}", flush=True)
+    _announce_security(sec)
 
     def stop(signum, frame):
         server.stop(1.0)

@@ -3,6 +3,10 @@
 A TF task serves the master and the worker service on one port, so ``grpc://host:port`` of any task
 of a cluster is a valid session target; `kernflow.worker.task_server` (what `kf.train.Server`
 builds) does the same by handing this server the worker's servicer through `extra_servicers`.
+
+Transport security is the process's (`kernflow.client.security`, as the server is built): a TLS port
+when TLS is configured, and the cluster token checked on every method of every service on the port
+when a token is (`channels.bind`, `channels.add_servicer`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class MasterServer:
 
     Raises:
         UnavailableError: when the port cannot be bound.
+        FailedPreconditionError: TLS is configured without a certificate to serve with.
     """
 
     def __init__(self, master, port: int = 0, host: str = "127.0.0.1", *, max_workers: int = 128,
@@ -74,7 +79,8 @@ class MasterServer:
 
     @property
     def target(self) -> str:
-        """The session target, ``grpc://host:port``."""
+        """The session target, ``grpc://host:port`` (a TLS channel where this process has TLS
+        configured, as the whole cluster then has)."""
         return f"grpc://{self.address}"
 
     def start(self) -> None:

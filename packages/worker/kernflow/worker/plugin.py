@@ -16,6 +16,10 @@ It keeps ``/kernflow/NAME/workers/worker/0`` alive under a lease of ``--ttl`` se
 after an etcd restart), resolves other tasks through a watch of ``/kernflow/NAME/workers/``, and
 removes its key when it stops (a killed worker's key expires after the TTL).
 
+``--tls-cert``/``--tls-key`` (``--tls-ca`` for mutual TLS) and ``--token-file`` secure every call to
+and from the task (`kernflow.client.security`; the KERNFLOW_TLS_* and KERNFLOW_TOKEN[_FILE]
+environment variables are the defaults).
+
 It also registers the "grpc" server of ``kf.train.Server`` (`kernflow.worker.task_server`: this
 task's worker and a master on one port) when kernflow-master is installed too.
 """
@@ -57,6 +61,8 @@ def configure(parser) -> None:
     parser.add_argument("--advertise", default=None, metavar="HOST",
                         help="host name or IP registered in etcd (default: --host, or this machine's "
                              "name when binding all interfaces)")
+    from kernflow.client import security
+    security.add_arguments(parser)
 
 
 def _load_spec(text: str) -> dict:
@@ -82,7 +88,14 @@ def run(args) -> int:
     import signal
     import threading
 
+    from kernflow.client import security
+    from kernflow.core.framework import errors
     from kernflow.worker.server import WorkerServer, parse_cluster_spec, static_resolver
+    try:
+        sec = security.configure_from_args(args)
+    except errors.OpError as e:
+        print(f"kernflow worker: {e.message}", file=sys.stderr)
+        return 2
     try:
         spec = _load_spec(args.cluster_spec)
         cluster = parse_cluster_spec(spec)
@@ -136,6 +149,8 @@ def run(args) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         print(f"kernflow worker {server.task_name} listening on {server.address}", flush=True)
+        if sec.tls or sec.token is not None:
+            print(f"kernflow worker {server.task_name}: {sec.describe()} on every call", flush=True)
         if registration is not None:
             print(f"kernflow worker {server.task_name} registered as {registration.key} in etcd at "
                   f"{registration.endpoint} (lease TTL {registration.ttl_s} s)", flush=True)

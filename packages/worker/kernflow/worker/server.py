@@ -89,6 +89,9 @@ def static_resolver(cluster_spec, client_timeout_s: float | None = None):
 class WorkerServer:
     """Serves a `Worker` for task `/job:<job>/replica:0/task:<task>` on ``host:port``.
 
+    The port is a TLS port, and every method requires the cluster token, when this process's
+    `kernflow.client.security` says so as the server is built.
+
     Args:
         job, task: the task this server is.
         port: the port to bind (0 picks a free one; see `address`).
@@ -101,6 +104,7 @@ class WorkerServer:
 
     Raises:
         UnavailableError: if the address cannot be bound.
+        FailedPreconditionError: TLS is configured without a certificate to serve with.
     """
 
     def __init__(self, job: str, task: int, port: int = 0, host: str = "127.0.0.1", resolver=None,
@@ -117,7 +121,7 @@ class WorkerServer:
         bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
         try:
             self.port = channels.bind(self._server, host, port)
-        except errors.UnavailableError:
+        except errors.OpError:   # the port (UnavailableError), or TLS without a certificate
             self.worker.close()
             raise
         self.host = host

@@ -306,12 +306,13 @@ def _split_target(target: str) -> str:
         return ""
     if "://" not in target:
         raise errors.InvalidArgumentError(None, None, f"Session target {target!r} has no scheme "
-                                          f"(expected '', 'grpc://host:port' or 'etcd://host:port/cluster')")
+                                          f"(expected '', 'grpc://host:port', 'grpcs://host:port', "
+                                          f"'etcd://host:port/cluster' or 'etcds://host:port/cluster')")
     return target.split("://", 1)[0]
 
 
 # Target schemes that kernflow's own distributions serve, to name the one to install when it is not.
-_SCHEME_DISTRIBUTIONS = {"grpc": "kernflow-client", "etcd": "kernflow-client"}
+_SCHEME_DISTRIBUTIONS = {scheme: "kernflow-client" for scheme in ("grpc", "grpcs", "etcd", "etcds")}
 
 
 def _session_factory(target: str):
