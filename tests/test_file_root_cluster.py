@@ -1,6 +1,7 @@
-"""A worker started with KERNFLOW_FILE_ROOT confines a remote client's checkpoints to that directory.
+"""A worker started with --file-root confines a remote client's checkpoints to that directory.
 
-``kernflow worker`` runs in a child process with the root in its environment and ``kernflow master``
+``kernflow worker`` runs in a child process with ``--file-root`` (KERNFLOW_FILE_ROOT's flag) and
+``kernflow master``
 in another; the client in this process saves and restores inside the root, and its saves to
 ``../outside`` and to an absolute path elsewhere are refused with InvalidArgumentError, creating
 nothing outside.
@@ -40,8 +41,8 @@ def test_a_remote_save_outside_the_workers_file_root_is_refused(tmp_path, monkey
     spec = json.dumps({"worker": [f"localhost:{free_ports(1)[0]}"]})
     kids = []
     try:
-        kids.append(_cli("kernflow worker", ["worker", "--cluster-spec", spec, "--grace", "0"],
-                         dict(env, **{file_root.ENV: str(root)})))
+        kids.append(_cli("kernflow worker", ["worker", "--cluster-spec", spec, "--grace", "0",
+                                             "--file-root", str(root)], env))
         kids[0].expect("listening on", _START_TIMEOUT_S)
         kids.append(_cli("kernflow master", ["master", "--cluster-spec", spec, "--port", "0"], env))
         target = kids[1].expect("kernflow master serving", _START_TIMEOUT_S).split()[3]
@@ -65,3 +66,15 @@ def test_a_remote_save_outside_the_workers_file_root_is_refused(tmp_path, monkey
     finally:
         for k in kids:
             k.kill()
+
+
+def test_a_worker_refuses_a_file_root_that_is_not_a_directory(tmp_path):
+    kid = _cli("kernflow worker", ["worker", "--file-root", str(tmp_path / "missing")], dict(os.environ))
+    try:
+        rc = kid.proc.wait(_START_TIMEOUT_S)
+        kid.expect("kernflow worker: file root: ", 5)
+        out = kid.output()
+    finally:
+        kid.kill()
+    assert rc == 2 and "Traceback" not in out
+    assert "kernflow worker: file root: " in out and "is not an existing directory" in out

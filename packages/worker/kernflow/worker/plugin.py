@@ -18,7 +18,8 @@ removes its key when it stops (a killed worker's key expires after the TTL).
 
 ``--tls-cert``/``--tls-key`` (``--tls-ca`` for mutual TLS) and ``--token-file`` secure every call to
 and from the task (`kernflow.client.security`; the KERNFLOW_TLS_* and KERNFLOW_TOKEN[_FILE]
-environment variables are the defaults).
+environment variables are the defaults). ``--file-root DIR`` confines the paths the graphs' ops
+touch here to DIR (`kernflow.core.runtime.file_root`; default: $KERNFLOW_FILE_ROOT).
 
 It also registers the "grpc" server of ``kf.train.Server`` (`kernflow.worker.task_server`: this
 task's worker and a master on one port) when kernflow-master is installed too.
@@ -63,6 +64,8 @@ def configure(parser) -> None:
                              "name when binding all interfaces)")
     from kernflow.client import security
     security.add_arguments(parser)
+    from kernflow.core.runtime import file_root
+    file_root.add_argument(parser)
 
 
 def _load_spec(text: str) -> dict:
@@ -91,8 +94,10 @@ def run(args) -> int:
     from kernflow.client import security
     from kernflow.core.framework import errors
     from kernflow.worker.server import WorkerServer, parse_cluster_spec, static_resolver
+    from kernflow.core.runtime import file_root
     try:
         sec = security.configure_from_args(args)
+        file_root.configure_from_args(args)
     except errors.OpError as e:
         print(f"kernflow worker: {e.message}", file=sys.stderr)
         return 2

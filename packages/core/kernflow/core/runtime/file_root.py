@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 from kernflow.core.framework import errors
 
-__all__ = ["ENV", "configure", "root", "check", "check_all", "matching_files"]
+__all__ = ["ENV", "configure", "root", "check", "check_all", "matching_files", "add_argument",
+           "configure_from_args"]
 
 ENV = "KERNFLOW_FILE_ROOT"
 
@@ -212,6 +213,24 @@ def matching_files(op_name: str, pattern) -> list[str]:
                                      f"listing it is refused")
     matches = _glob.glob(os.path.join(_glob.escape(fixed), *parts[first:]))
     return [kept for kept, target in map(_resolve, matches) if _is_inside(st, kept, target)]
+
+
+def add_argument(parser) -> None:
+    """Adds ``--file-root DIR`` to a server command's argparse parser."""
+    parser.add_argument("--file-root", default=None, metavar="DIR",
+                        help="confine every path the graphs' ops read or write on this server "
+                             "(checkpoints, readers, ReadFile/WriteFile, ...) to DIR; paths out of it "
+                             f"are refused (default: ${ENV}, else unconfined)")
+
+
+def configure_from_args(args) -> None:
+    """Applies ``--file-root`` (when given; else the environment's root stays).
+
+    Raises:
+        InvalidArgumentError: DIR is not an existing directory.
+    """
+    if getattr(args, "file_root", None):
+        configure(args.file_root)
 
 
 _load_environment()
