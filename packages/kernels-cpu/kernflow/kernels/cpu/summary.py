@@ -82,7 +82,8 @@ def _scalar_summary(ctx):
     prefixes = {}   # tag -> serialized prefix (a summary op's tag is nearly always one constant)
 
     def compute(tags, values):
-        tags, values = np.asarray(tags, dtype=object), np.asarray(values)
+        if type(tags) is not np.ndarray or type(values) is not np.ndarray:
+            tags, values = np.asarray(tags, dtype=object), np.asarray(values)
         if tags.shape != values.shape:
             raise _invalid(ctx, f"tags and values are not the same shape: {list(tags.shape)} != "
                                 f"{list(values.shape)}")
