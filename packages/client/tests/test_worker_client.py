@@ -179,12 +179,14 @@ def test_nothing_listening_is_unavailable():
         c.cleanup_all()
 
 
-def test_channels_are_shared_and_unlimited(fake_worker):
+def test_channels_are_shared_and_bounded_by_the_message_limit(fake_worker):
+    from kernflow.client import limits
     a = GrpcWorkerClient(fake_worker.address, "a")
     b = GrpcWorkerClient(fake_worker.address, "b")
     assert channels.get_channel(fake_worker.address) is channels.get_channel(fake_worker.address)
     opts = dict(channels.CHANNEL_OPTIONS)
-    assert opts["grpc.max_send_message_length"] == -1 and opts["grpc.max_receive_message_length"] == -1
+    assert opts["grpc.max_send_message_length"] == opts["grpc.max_receive_message_length"] == \
+        limits.max_message_bytes() == limits.HARD_MAX_BYTES
     assert opts["grpc.enable_retries"] == 0
     # 80 MiB in one RunGraph request and response: beyond gRPC's 4 MiB default limit.
     big = np.ones(10 << 20, dtype=np.float64)

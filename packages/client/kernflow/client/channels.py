@@ -2,10 +2,11 @@
 
 One channel per address: gRPC multiplexes every call to a peer over it, so masters talking to many
 workers (and workers to each other for RecvTensor) do not open a connection per call. Messages are
-unlimited in size (large tensors), retries are off (the runtime decides what to retry), reconnect
-backoff is short (a restarted worker is reachable again within seconds), and keepalive pings detect
-a dead peer during a long call. Servers should be built with `SERVER_OPTIONS`, which accepts those
-pings.
+bounded by ``$KERNFLOW_MAX_MESSAGE_BYTES`` (`limits`: 2 GiB - 1 by default, gRPC's own bound;
+requests that carry feeds are checked before they are sent), retries are off (the runtime decides
+what to retry), reconnect backoff is short (a restarted worker is reachable again within seconds),
+and keepalive pings detect a dead peer during a long call. Servers should be built with
+`SERVER_OPTIONS`, which accepts those pings.
 
 Also here: W3C trace-context propagation in call metadata (`outgoing_metadata` on the client,
 `incoming_context` / `attach_incoming_context` on the server), a no-op until an application installs
@@ -26,6 +27,7 @@ import threading
 
 import grpc
 
+from kernflow.client import limits
 from kernflow.client import rpc_metrics
 from kernflow.client import security
 from kernflow.core.framework import errors
@@ -34,9 +36,10 @@ __all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "CallBudget", "add_servicer", "t
            "get_channel", "get_stub", "evict", "close_all", "tracing_active", "outgoing_metadata",
            "trace_metadata", "auth_metadata", "incoming_context", "attach_incoming_context"]
 
+# Messages are bounded by $KERNFLOW_MAX_MESSAGE_BYTES (default and most: 2 GiB - 1), read when
+# this module is imported (`limits`).
 CHANNEL_OPTIONS = (
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
+    *limits.channel_options(),
     ("grpc.enable_retries", 0),
     # Ping an idle connection that has calls in flight every 60 s; 20 s without an answer means the
     # peer is gone and every call on the channel fails with UNAVAILABLE.
@@ -51,8 +54,7 @@ CHANNEL_OPTIONS = (
 )
 
 SERVER_OPTIONS = (
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
+    *limits.channel_options(),
     # Accept the clients' keepalive pings (the default policy answers pings more frequent than
     # every 5 minutes with GOAWAY "too_many_pings", which would cut long RunStep/RunGraph calls).
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
@@ -117,7 +119,8 @@ class CallBudget:
             yield from make_responses()
 
 
-def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> None:
+def add_servicer(server: grpc.Server, service, servicer, raw_responses=(),
+                 split_requests: bool = False) -> None:
     """Registers `servicer` for every method of `service` on `server`, like the generated
     ``add_*Servicer_to_server``, except that the methods named in `raw_responses` have no response
     serializer: their handlers return (or yield) serialized messages, built without a protobuf
@@ -132,8 +135,12 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
         service: the protobuf `ServiceDescriptor` (``*_pb2.DESCRIPTOR.services_by_name[...]``).
         servicer: an object with a method per RPC.
         raw_responses: names of the methods whose responses are bytes already.
+        split_requests: parse the requests that carry tensors (`tensor_requests.SPLIT_REQUESTS`)
+            with `tensor_requests.split`, which leaves their tensors' bytes unparsed: for servicers
+            whose service reads them through `tensor_requests` (`Master`, `Worker`).
     """
     from google.protobuf import message_factory
+    from kernflow.client.tensor_requests import request_parser
     expected = security.current().expected_header
     handlers = {}
     for m in service.methods:
@@ -144,7 +151,8 @@ def add_servicer(server: grpc.Server, service, servicer, raw_responses=()) -> No
             behavior = token_checked(behavior, expected)
         behavior, deserialize, serialize = rpc_metrics.metered_handler(
             f"/{service.full_name}/{m.name}", behavior,
-            message_factory.GetMessageClass(m.input_type).FromString,
+            (split_requests and request_parser(service.full_name, m.name))
+            or message_factory.GetMessageClass(m.input_type).FromString,
             None if m.name in raw_responses else response.SerializeToString,
             unary=not (m.client_streaming or m.server_streaming))
         handlers[m.name] = make(behavior, request_deserializer=deserialize, response_serializer=serialize)

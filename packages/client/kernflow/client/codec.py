@@ -2,12 +2,15 @@
 
 Numeric tensors always travel as raw little-endian bytes (`TensorProto.tensor_content`, or the
 `content` of RecvTensor chunks), never element by element and never pickled; string tensors use
-repeated `string_val` bytes. A RecvTensor stream's first message carries dtype, shape and
-`total_bytes`; every message carries the next slice of the bytes, cut from a memoryview of the
-C-contiguous array (one copy per chunk, into the message) and written straight into a preallocated
-array on the receiving side. Servers send the messages serialized by hand (`encode_recv_chunks`: a
-message is the concatenation of its fields, so the payload is copied once, with no protobuf message
-in between).
+repeated `string_val` bytes, except in requests that carry feeds (`kernflow.client.tensor_requests`),
+whose string tensors are one `tensor_content` in TF's string-list encoding (every length as a
+varint32, then every element's bytes: `tensor_util.encode_string_list`, which TF's C++
+``Tensor::FromProto`` reads too); `proto_to_tensor` reads either. A RecvTensor stream's
+first message carries dtype, shape and `total_bytes`; every message carries the next slice of the
+bytes, cut from a memoryview of the C-contiguous array (one copy per chunk, into the message) and
+written straight into a preallocated array on the receiving side. Servers send the messages
+serialized by hand (`encode_recv_chunks`: a message is the concatenation of its fields, so the
+payload is copied once, with no protobuf message in between).
 
 For string tensors, `total_bytes` is the sum of the strings' byte lengths and the elements are
 spread over the messages' `string_val` fields in order.
@@ -160,8 +163,14 @@ def tensor_to_proto(value, out: tensor_pb2.TensorProto | None = None) -> tensor_
     return p
 
 
-def proto_to_tensor(proto: tensor_pb2.TensorProto) -> np.ndarray:
+def proto_to_tensor(proto: tensor_pb2.TensorProto, content=None) -> np.ndarray:
     """Returns the numpy array a TensorProto holds (fresh and writable; strings as object arrays).
+
+    Args:
+        proto: the TensorProto.
+        content: its payload kept outside it (an entry of `SplitMessage.contents`): the
+            ``tensor_content`` bytes (a memoryview), or the array itself; None when `proto` holds
+            its payload.
 
     Raises:
         InvalidArgumentError: for an invalid dtype, a shape that is not fully defined, or a byte
@@ -170,17 +179,40 @@ def proto_to_tensor(proto: tensor_pb2.TensorProto) -> np.ndarray:
     if proto.dtype == 0:
         raise errors.InvalidArgumentError(None, None, "TensorProto has no dtype (DT_INVALID)")
     shape = _shape_from(proto.tensor_shape)
+    if content is not None:
+        return _from_content(proto.dtype, shape, content)
     wire = _DECODE.get(proto.dtype)
     if wire is not None and wire.isnative:
         content = proto.tensor_content   # (each access copies the bytes out of the message)
         if len(content) == _num_elements(shape) * wire.itemsize:
             return np.frombuffer(content, dtype=wire).reshape(shape).copy()
-    if proto.dtype == _dtypes.string.as_datatype_enum:
+    if proto.dtype == _dtypes.string.as_datatype_enum and not proto.tensor_content:
         if len(proto.string_val) != _num_elements(shape):
             raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: string "
                                               f"tensor of shape {shape} holds "
                                               f"{len(proto.string_val)} elements")
     return tensor_util.make_ndarray(proto)   # (InvalidArgumentError for a malformed tensor)
+
+
+def _from_content(dtype_enum: int, shape: list, content) -> np.ndarray:
+    """The array of a tensor whose payload is `content` (see `proto_to_tensor`), copied once."""
+    n = _num_elements(shape)
+    if isinstance(content, np.ndarray):   # encoded in this process: a copy, as a decoded one is
+        return content.copy() if content.dtype.isnative else to_native(content)
+    if dtype_enum == _dtypes.string.as_datatype_enum:
+        out = np.empty(n, dtype=object)
+        out[:] = tensor_util.decode_string_list(content, n, shape)
+        return out.reshape(shape)
+    wire = _DECODE.get(dtype_enum)
+    if wire is None:
+        wire = np.dtype(_dtypes.as_dtype(dtype_enum).as_numpy_dtype).newbyteorder("<")
+    if len(content) != n * wire.itemsize:
+        raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: TensorProto of "
+                                          f"{_dtypes.as_dtype(dtype_enum).name}{shape} holds "
+                                          f"{len(content)} bytes, expected {n * wire.itemsize}")
+    out, view = receive_buffer(dtype_enum, _shape_proto(shape), len(content), "TensorProto")
+    view[:] = content
+    return to_native(out)
 
 
 # ---------------------------------------------------------------------------- RecvTensor streams

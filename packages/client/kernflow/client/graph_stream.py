@@ -32,7 +32,7 @@ import grpc
 from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client.protobuf import worker_pb2
-from kernflow.client.protobuf import worker_pb2_grpc
+from kernflow.client.tensor_requests import serialize
 from kernflow.client.rpc_errors import STATUS_FOR_CODE, error_class_for_status, error_from_rpc
 
 __all__ = ["NotInline", "IDLE_CLOSE_S", "run_graph", "close", "close_all"]
@@ -82,6 +82,15 @@ class _Stream:
         self._responses.cancel()
 
 
+class _StreamStub:
+    """RunGraphStream on a channel, its requests `SplitMessage`s or messages (`tensor_requests`)."""
+
+    def __init__(self, channel):
+        self.RunGraphStream = channel.stream_stream(
+            "/kernflow.client.protobuf.WorkerService/RunGraphStream",
+            request_serializer=serialize, response_deserializer=worker_pb2.RunGraphResponse.FromString)
+
+
 class _Pool:
     def __init__(self, address: str):
         self.address = address
@@ -95,8 +104,7 @@ class _Pool:
                 if st.alive():
                     return st
                 st.close()   # ended (its worker went away): also ends its request-iterator thread
-        stub = channels.get_stub(self.address, worker_pb2_grpc.WorkerServiceStub)
-        return _Stream(stub)
+        return _Stream(channels.get_stub(self.address, _StreamStub))
 
     def give_back(self, st: _Stream) -> None:
         with self.lock:

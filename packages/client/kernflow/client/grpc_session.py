@@ -36,11 +36,13 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.client import codec
 from kernflow.client import fetch_stream
+from kernflow.client import limits
 from kernflow.client import local_master
 from kernflow.client import security
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protocol import check_peer
 from kernflow.client.protobuf import master_pb2
+from kernflow.client.tensor_requests import SplitMessage
 
 __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd_session_factory",
            "etcd_reset"]
@@ -166,9 +168,14 @@ class GrpcSession:
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         self._sync_graph()
-        req = master_pb2.RunStepRequest(session_handle=self._handle, fetch=fetches, target=targets)
+        # The feeds are encoded straight from the arrays' memory (`tensor_requests`), and checked
+        # against the message-size limit before anything is sent.
+        req = SplitMessage(master_pb2.RunStepRequest(session_handle=self._handle, fetch=fetches,
+                                                     target=targets), ("feed",))
         for name, value in zip(feeds, feed_values):
-            codec.tensor_to_proto(value, out=req.feed.add(name=name).tensor)
+            req.add(name, value)
+        if req.entries:
+            limits.check_request(req, f"RunStep on master at {self.address}")
         if options is not None:
             req.options.CopyFrom(options)
         if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:

@@ -115,20 +115,24 @@ class _Handler:
         self.push = push
 
 
-def servicer_handlers(servicer, service, messages, raw_responses=()) -> dict:
+def servicer_handlers(servicer, service, messages, raw_responses=(), split_requests: bool = False) -> dict:
     """The handler table of `servicer` for a `LocalChannelServer`: its unary and response-streaming
     methods of the service descriptor `service`, whose messages are in module `messages`.
 
     Methods named in `raw_responses` yield their responses already serialized. A streaming method
     ``M`` with a ``MPush`` method beside it (``(request, context, emit, finish, call_at) -> bool``,
-    see `_Handler.push`) is answered through that when it accepts the call.
+    see `_Handler.push`) is answered through that when it accepts the call. With `split_requests`,
+    requests that carry tensors are parsed by `tensor_requests.split` (see `channels.add_servicer`).
     """
+    from kernflow.client.tensor_requests import request_parser
     table = {}
     for m in service.methods:
         if m.client_streaming:
             continue
         push = getattr(servicer, f"{m.name}Push", None) if m.server_streaming and m.name in raw_responses else None
-        table[m.name] = _Handler(getattr(servicer, m.name), getattr(messages, m.input_type.name).FromString,
+        parse = (split_requests and request_parser(service.full_name, m.name)) or \
+            getattr(messages, m.input_type.name).FromString
+        table[m.name] = _Handler(getattr(servicer, m.name), parse,
                                  m.server_streaming, m.name in raw_responses, m.name in INLINE_METHODS,
                                  method_attributes(f"/{service.full_name}/{m.name}"), push)
     return table

@@ -18,6 +18,7 @@ from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
+from kernflow.client.tensor_requests import nest, serialize
 
 __all__ = ["GrpcMasterClient", "PullCall", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -71,7 +72,8 @@ class GrpcMasterClient:
         """Runs one step; None `timeout` means the request's timeout plus grace, else no deadline."""
         if timeout is None and request.options.timeout_in_ms > 0:
             timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
-        return self._call("RunStep", request, timeout)
+        return invoke(channels.get_stub(self.address, _RawStreamStub), "RunStep", request, timeout,
+                      lambda: f"RunStep on master at {self.address}", channels.outgoing_metadata())
 
     def run_step_stream(self, request: master_pb2.RunStepRequest, timeout: float | None = None):
         """Runs one step, the fetched values streaming back in chunks (large fetches).
@@ -108,7 +110,8 @@ class GrpcMasterClient:
         outbox: queue.SimpleQueue = queue.SimpleQueue()
         try:
             stub = channels.get_stub(self.address, _RawStreamStub)
-            call = stub.RunStepPull(_requests(master_pb2.RunStepPullRequest(step=request), outbox),
+            call = stub.RunStepPull(_requests(nest(master_pb2.RunStepPullRequest(), "step", request),
+                                              outbox),
                                     timeout=timeout, metadata=channels.outgoing_metadata())
         except grpc.RpcError as e:
             raise error_from_rpc(e, what) from None
@@ -138,18 +141,20 @@ class GrpcMasterClient:
 
 
 class _RawStreamStub:
-    """RunStepStream and RunStepPull on a channel, their responses left as bytes (cached by
+    """RunStep, RunStepStream and RunStepPull on a channel: their requests may be `SplitMessage`s
+    (`tensor_requests.serialize`), the streams' responses are left as bytes (cached by
     `channels.get_stub`)."""
 
     def __init__(self, channel):
+        self.RunStep = channel.unary_unary(
+            "/kernflow.client.protobuf.MasterService/RunStep",
+            request_serializer=serialize, response_deserializer=master_pb2.RunStepResponse.FromString)
         self.RunStepStream = channel.unary_stream(
             "/kernflow.client.protobuf.MasterService/RunStepStream",
-            request_serializer=master_pb2.RunStepRequest.SerializeToString,
-            response_deserializer=None)
+            request_serializer=serialize, response_deserializer=None)
         self.RunStepPull = channel.stream_stream(
             "/kernflow.client.protobuf.MasterService/RunStepPull",
-            request_serializer=master_pb2.RunStepPullRequest.SerializeToString,
-            response_deserializer=None)
+            request_serializer=serialize, response_deserializer=None)
 
 
 _CLOSE = None

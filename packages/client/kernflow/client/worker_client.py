@@ -21,10 +21,12 @@ import grpc
 from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client import graph_stream
+from kernflow.client import limits
 from kernflow.client import local_channel
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
+from kernflow.client.tensor_requests import SplitMessage, serialize
 
 __all__ = ["GrpcWorkerClient", "DEFAULT_TIMEOUT_S", "GET_STATUS_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -68,7 +70,9 @@ class GrpcWorkerClient:
             if len(body) <= local_channel.MAX_BODY_BYTES:
                 return _RESPONSES[method].FromString(local.unary(method, body, timeout, lambda: self._what(method),
                                                                 channels.outgoing_metadata()))
-        resp = invoke(self._stub, method, request, timeout, lambda: self._what(method),
+        split = isinstance(request, SplitMessage)
+        stub = channels.get_stub(self.address, _SplitStub) if split else self._stub
+        resp = invoke(stub, method, request, timeout, lambda: self._what(method),
                       channels.outgoing_metadata())
         if method == "GetStatus":
             local_channel.note_status(self.address, resp)   # (opens the same-host channel, if offered)
@@ -125,6 +129,8 @@ class GrpcWorkerClient:
             timeout: seconds; None means the request's `timeout_in_ms` plus `RUN_GRACE_S`, or no
                 deadline when that is 0 (a step may legitimately block, e.g. on a queue).
         """
+        if isinstance(request, SplitMessage):   # (a client's feeds, forwarded by the master)
+            limits.check_request(request, self._what("RunGraph"), headroom=0)
         return self._call("RunGraph", request, _run_timeout(request, timeout, None), negotiate=True)
 
     def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
@@ -195,6 +201,15 @@ def _run_timeout(request: worker_pb2.RunGraphRequest, timeout: float | None, def
 # The response message of each unary method (what the same-host channel's answers are parsed as).
 _RESPONSES = {m.name: getattr(worker_pb2, m.output_type.name)
               for m in worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].methods}
+
+
+class _SplitStub:
+    """RunGraph on a channel, its request a `SplitMessage` (cached per address by `channels.get_stub`)."""
+
+    def __init__(self, channel):
+        self.RunGraph = channel.unary_unary(
+            "/kernflow.client.protobuf.WorkerService/RunGraph",
+            request_serializer=serialize, response_deserializer=worker_pb2.RunGraphResponse.FromString)
 
 
 class _RawRecvStub:

@@ -42,6 +42,7 @@ from kernflow.client import channels
 from kernflow.client.graph_stream import NotInline
 from kernflow.client.protocol import PROTOCOL_VERSION, check_peer
 from kernflow.client.protobuf import master_pb2, worker_pb2
+from kernflow.client.tensor_requests import forward_tensors
 from kernflow.master import step_routes
 from kernflow.master.devices import (RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
@@ -659,11 +660,10 @@ class Master:
         for task in plan.tasks:
             r = worker_pb2.RunGraphRequest(session_handle=s.handle, graph_handle=plan.handles[task],
                                            step_id=step_id, collect_stats=trace, timeout_in_ms=timeout_ms)
-            for i in feeds.get(task, ()):
-                r.send.append(request.feed[i])
             for i in fetches.get(task, ()):
                 r.recv_key.append(request.fetch[i])
-            reqs[task] = r
+            # (a client's feeds parsed by `split` are forwarded as they came: no copy until sent)
+            reqs[task] = forward_tensors(request, "feed", feeds.get(task, ()), r, "send")
         return step_id, reqs, timeout_ms
 
     def _fill_metadata(self, s: _Session, plan: _StepPlan, options, results: dict, metadata) -> None:

@@ -57,7 +57,7 @@ class MasterServer:
         # (channels.add_servicer: the generated registration, with metered message bytes)
         self.budget = channels.CallBudget(max_workers)
         channels.add_servicer(self._server, master_pb2.DESCRIPTOR.services_by_name["MasterService"],
-                              MasterServicer(master, self.budget))
+                              MasterServicer(master, self.budget), split_requests=True)
         for add in extra_servicers:
             add(self._server, self.budget)
         try:

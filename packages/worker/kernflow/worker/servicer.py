@@ -37,7 +37,7 @@ def add_to_server(servicer, server) -> None:
     """Registers `servicer` (a `WorkerServicer`) on a `grpc.Server`, RecvTensor's responses raw."""
     servicer.raw_responses = True
     channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"], servicer,
-                          raw_responses=RAW_RESPONSES)
+                          raw_responses=RAW_RESPONSES, split_requests=True)
 
 
 def serve_locally(servicer, name: str = "worker"):
@@ -52,7 +52,8 @@ def serve_locally(servicer, name: str = "worker"):
     if not local_channel.enabled():
         return None
     handlers = local_server.servicer_handlers(servicer, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
-                                               worker_pb2, RAW_RESPONSES if servicer.raw_responses else ())
+                                               worker_pb2, RAW_RESPONSES if servicer.raw_responses else (),
+                                               split_requests=True)
     try:
         server = local_server.LocalChannelServer(handlers, name)
     except OSError as e:

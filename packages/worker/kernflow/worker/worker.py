@@ -52,6 +52,7 @@ from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client import transports as _transports
 from kernflow.client.protocol import PROTOCOL_VERSION
+from kernflow.client.tensor_requests import split_contents
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
@@ -452,13 +453,14 @@ class Worker(RecvTensorService):
             raise errors.InvalidArgumentError(None, None, f"graph {g.handle} returns {len(g.retval_names)} "
                                               f"values, but {len(recv_key)} recv keys were given")
         feeds = []
+        contents = split_contents(req)   # (a request parsed by `split`: payloads left in its bytes)
         for i, nt in enumerate(send):
             t = nt.tensor
             if t.dtype != g.arg_dtypes[i]:
                 raise errors.InvalidArgumentError(
                     None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {t.dtype}, the "
                     f"graph expects {g.arg_dtypes[i]}")
-            feeds.append(codec.proto_to_tensor(t))
+            feeds.append(codec.proto_to_tensor(t, contents[i]))
         if g.inline is not None and not req.collect_stats and req.step_id not in self._steps \
                 and req.step_id not in self._table.aborted:
             # A cached small step (no step of this id was aborted here before it arrived).
