@@ -197,8 +197,8 @@ def _plan(nodes, consts=(), args=(), nslots=20):
     init = [None] * nslots
     for s in consts:
         init[s] = 1
-    return types.SimpleNamespace(straight_line=object(), _choice="straight_line", nodes=nodes,
-                                 _init_vals=init, arg_slots=list(args))
+    return types.SimpleNamespace(inline_executor="straight_line", nodes=nodes, _init_vals=init,
+                                 arg_slots=list(args))
 
 
 def test_blockers_accept_host_values_computed_from_constants_and_shapes():
@@ -224,5 +224,7 @@ def test_blockers_name_host_values_from_feeds_variables_and_state():
 
 def test_blockers_refuse_plans_that_are_not_straight_lines():
     p = _plan([])
-    p._choice = "dataflow"
+    p.inline_executor = "dataflow"
+    assert replay.replay_blockers(p)
+    p.inline_executor = None
     assert replay.replay_blockers(p)

@@ -98,7 +98,7 @@ class _Graph:
     arg_dtypes: list         # DataType enum of each _Arg, by position
     retval_names: list       # _Retval node names, by position
     self_contained: bool = False   # no _Send/_Recv: nothing outside RunGraph touches its steps
-    # The graph's one plan when it is self-contained, on a CPU, and runs straight-line: a step of
+    # The graph's one plan when it is self-contained, on a CPU, and runs inline: a step of
     # it needs no rendezvous (nothing can push to, pull from, or block in it).
     inline: _DevicePlan | None = None
     # (rendezvous key, send device) of every _Recv with no inputs whose sender is another task: what
@@ -108,7 +108,7 @@ class _Graph:
     def __post_init__(self):
         if self.self_contained and len(self.plans) == 1:
             dp = self.plans[0]
-            if dp.plan.straight_line is not None and dp.device.device_type == "CPU":
+            if dp.plan.inline and dp.device.device_type == "CPU":
                 self.inline = dp
 
 
@@ -534,7 +534,7 @@ class Worker(RecvTensorService):
         results = [None] * len(g.retval_names)
         sync, dataflow = [], []
         for dp in g.plans:
-            (sync if dp.plan.straight_line is not None and collector is None else dataflow).append(dp)
+            (sync if dp.plan.inline and collector is None else dataflow).append(dp)
         if not dataflow and len(sync) == 1:
             # One synchronous partition (a cached small step): run it here, without the
             # bookkeeping that concurrent dataflow partitions need.

@@ -66,7 +66,7 @@ class CancellationManager:
 
 
 class _NeverCancelled:
-    """Stands in when a step has no rendezvous (the single-partition fast path)."""
+    """Stands in when a step has no rendezvous (the inline path)."""
 
     error = None
     is_cancelled = False

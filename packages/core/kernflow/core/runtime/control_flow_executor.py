@@ -1,7 +1,13 @@
-"""The dataflow executor with dynamic control flow: dead tensors, frames and iterations.
+"""The frames executor: the dataflow executor with dynamic control flow (dead tensors, frames and
+iterations), and the reference executor.
 
 A partition that holds any of the whitepaper's control-flow primitives (Switch, Merge, Enter,
-Exit, NextIteration, LoopCond, ControlTrigger) runs here instead of in `executor.DataflowState`.
+Exit, NextIteration, LoopCond, ControlTrigger) runs here. So can any other partition: without
+control flow it is one root frame with one iteration (TF's executor treats the top-level graph as
+just another frame). This executor is **the reference** of the executor interface (`execution`):
+the dataflow executor (`dataflow_executor.DataflowState`) and the straight line
+(`straight_line.StraightLineExecution`) must behave exactly as it does on the plans they accept,
+and only run faster; ``packages/core/tests/runtime/test_executors.py`` compares them bit for bit.
 
 Invariants (per step and partition):
 
@@ -35,6 +41,7 @@ import threading
 import time
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime.execution import FRAMES, Execution, node_error
 
 __all__ = ["CONTROL_FLOW_OPS", "DEAD", "ControlFlowInfo", "FrameDataflowState", "has_control_flow"]
 
@@ -252,21 +259,18 @@ class _Frame:
         self.dead_exits: list = []
 
 
-class FrameDataflowState:
-    """One step of one partition with control flow (same interface as `DataflowState`)."""
+class FrameDataflowState(Execution):
+    """One step of one partition under the frames executor, the reference (module docstring)."""
+
+    executor = FRAMES
 
     def __init__(self, plan, args, ctx, done=None):
-        self.plan = plan
-        self.cf: ControlFlowInfo = plan.control_flow
-        self.ctx = ctx
+        super().__init__(plan, ctx, done)
+        self.cf: ControlFlowInfo = plan.frames_info()
         self.vals = list(plan._init_vals)
         for s, v in zip(plan.arg_slots, args):
             self.vals[s] = v
-        self.lock = threading.Lock()
         self.outstanding = 0
-        self.error: Exception | None = None
-        self.finished = threading.Event()
-        self._done_cb = done
         self.root = _Frame("", self.cf.frames[0], None, 0)
         self.root.num_pending_inputs = 0
         self._children: dict = {}
@@ -287,7 +291,7 @@ class FrameDataflowState:
         # elsewhere, a deadline, closing the session) stops scheduling here at once.
         self.ctx.cancellation.register(self._cancelled)
         ready = [(nid, self.root, 0, False) for nid in cf.roots]
-        if not ready:
+        if not ready or self.error is not None:
             self._finish()
             return
         with self.lock:
@@ -295,10 +299,7 @@ class FrameDataflowState:
             self.root.iterations[0].outstanding_ops = len(ready)
         self._process(ready)
 
-    def wait(self, timeout=None) -> bool:
-        return self.finished.wait(timeout)
-
-    def results(self):
+    def results(self) -> list:
         if self.error is not None:
             raise self.error
         out = []
@@ -315,14 +316,6 @@ class FrameDataflowState:
     def _cancelled(self, err: Exception) -> None:
         if self.error is None:
             self.error = err
-
-    def abort(self, err: Exception) -> None:
-        with self.lock:
-            if self.error is None:
-                self.error = err
-        rdv = self.ctx.rendezvous
-        if rdv is not None:
-            rdv.abort(err)
 
     # ------------------------------------------------------------------ scheduling
     def _process(self, ready: list) -> None:
@@ -434,8 +427,7 @@ class FrameDataflowState:
                         raise errors.InternalError(None, None, f"kernel of {node.name} returned "
                                                    f"{len(outs)} outputs, expected {n}")
         except Exception as e:  # noqa: BLE001 - the step fails with a TF error naming the node
-            from kernflow.core.runtime.executor import _node_error
-            self.abort(_node_error(e, node))
+            self.abort(node_error(e, node))
             return self._finish_item(item, None)
         if collector is not None:
             collector.record(self.plan.device, node, t0, time.perf_counter(),
@@ -452,8 +444,7 @@ class FrameDataflowState:
 
         def done(outs, _item=item):
             if isinstance(outs, Exception):
-                from kernflow.core.runtime.executor import _node_error
-                self.abort(_node_error(outs, node))
+                self.abort(node_error(outs, node))
                 res = None
             elif node.num_outputs == 1:
                 res = [outs]
@@ -644,8 +635,7 @@ class FrameDataflowState:
                 taken = _truth(pred)
             except errors.OpError as e:
                 if self.error is None:
-                    from kernflow.core.runtime.executor import _node_error
-                    e = _node_error(e, plan.nodes[nid])
+                    e = node_error(e, plan.nodes[nid])
                     self.error = e
                     self._abort_later = e
                 return _DEAD2
@@ -728,11 +718,6 @@ class FrameDataflowState:
             if pst.outstanding_ops or pst.outstanding_frames:
                 return
             fr, it = parent, pit
-
-    def _finish(self) -> None:
-        self.finished.set()
-        if self._done_cb is not None:
-            self._done_cb(self)
 
 
 def _truth(pred) -> bool:

@@ -41,7 +41,7 @@ class _Step:
         self.num_fetches = num_fetches
         self.run_inline = None   # fn(args, ctx) when one synchronous partition runs the step
         self.replay = None   # replay.ReplayRunner when the step is captured and replayed
-        if len(plans) == 1 and plans[0].straight_line is not None:
+        if len(plans) == 1 and plans[0].inline:
             plan = plans[0]
             run = plan.run_inline
             if plan.arg_indices != list(range(num_feeds)) or plan.retval_indices != list(range(num_fetches)):

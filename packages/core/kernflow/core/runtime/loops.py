@@ -7,7 +7,7 @@ node, several times what the small kernels of an RNN cell cost (the PTB LSTM's s
 forward loop and 50 ms of gradient loop, for ~8,000 node executions). This pass replaces each
 *simple* loop frame of a compiled partition by one
 `_CompiledLoop` node whose kernel runs the loop's iterations one after another as straight-line code
-(one statement per node, as `executor._compile_straight_line` does for a whole partition).
+(one statement per node, as `straight_line.compile_straight_line` does for a whole partition).
 
 A frame is simple when it is innermost (no Enter into a child frame remains) and has exactly the shape
 `while_loop` builds:
@@ -48,7 +48,8 @@ import time
 
 from kernflow.core.framework import errors
 from kernflow.core.runtime import control_flow_executor as _K
-from kernflow.core.runtime.executor import exec_generated
+from kernflow.core.runtime.execution import node_error
+from kernflow.core.runtime.straight_line import call_statement, exec_generated, generated_line_node
 
 __all__ = ["ENABLED", "CompiledLoop", "compile_loops"]
 
@@ -440,13 +441,7 @@ def _generate(plan, cf, spec, loop_node):
                 line_node[len(lines) + 1] = nd
                 lines.append(f"        _a{m} = _launch(_pool, k{m}, ({', '.join(args)},))")
                 return
-            call = f"k{m}({', '.join(args)})"
-            if nd.num_outputs == 0:
-                stmt = call
-            elif nd.num_outputs == 1:
-                stmt = f"{outs[0]} = {call}"
-            else:
-                stmt = f"{', '.join(outs)} = {call}"
+            stmt = call_statement(outs, f"k{m}({', '.join(args)})")
             if traced:
                 g[f"n{m}"] = nd
                 lines.append("        _t = _pc()")
@@ -626,8 +621,6 @@ def _switch_of(plan, slot) -> int:
 
 
 def _with_node_errors(inner, filename, line_node, n_out):
-    from kernflow.core.runtime.executor import _node_error, generated_line_node
-
     def run(*args):
         try:
             out = inner(*args)
@@ -636,6 +629,6 @@ def _with_node_errors(inner, filename, line_node, n_out):
         except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the member node
             if isinstance(e, errors.OpError) and "[[{{node " in e.message:
                 raise
-            raise _node_error(e, generated_line_node(e, filename, line_node)) from e
+            raise node_error(e, generated_line_node(e, filename, line_node)) from e
         return out[0] if n_out == 1 else out
     return run

@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from kernflow.core.framework import op_def_registry
+from kernflow.core.runtime.execution import STRAIGHT_LINE
 
 __all__ = ["ReplayRunner", "replay_blockers", "maybe_runner", "enabled", "WARMUP_RUNS",
            "MAX_CAPTURE_ATTEMPTS"]
@@ -78,7 +79,7 @@ def replay_blockers(plan) -> list[str]:
     and outputs of stateless kernels whose inputs are all static or read only for their shape
     (Shape, Size, Rank). Host-memory inputs must be static: a replay re-uses the value captured.
     """
-    if plan.straight_line is None or plan._choice != "straight_line":
+    if plan.inline_executor != STRAIGHT_LINE:
         return ["the plan is not one straight line of synchronous kernels"]
     out = []
     static = {s for s, v in enumerate(plan._init_vals) if v is not None}
