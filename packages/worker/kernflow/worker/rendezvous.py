@@ -60,7 +60,7 @@ class WorkerRendezvous:
             ``submit``), ``transports`` (a `PeerTransports`) and ``recv_timeout_s``.
 
     Attributes:
-        states: the `DataflowState`s of this step currently running here (for `AbortStep`).
+        states: the `Execution`s (runtime/execution.py) of this step currently running here (for `AbortStep`).
         active_runs: RunGraph calls of this step in progress.
         claimed: True once a RunGraph of the step got this rendezvous (before that, only RecvTensor
             calls waiting for the step's values use it: see `kernflow.worker.step_table`).
@@ -255,7 +255,7 @@ class WorkerRendezvous:
         return False
 
     def add_states(self, states) -> None:
-        """Tracks running `DataflowState`s; aborts them at once if the step already failed."""
+        """Tracks running `Execution`s; aborts them at once if the step already failed."""
         with self._lock:
             err = self._error
             if err is None:
