@@ -12,7 +12,7 @@ import pytest
 
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import graph_pb2
-from kernflow.client import channels, codec, worker_client
+from kernflow.client import channels, codec, tensor_requests, worker_client
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.worker_client import GrpcWorkerClient
 
@@ -192,7 +192,7 @@ def test_channels_are_shared_and_bounded_by_the_message_limit(fake_worker):
     big = np.ones(10 << 20, dtype=np.float64)
     req = worker_pb2.RunGraphRequest(graph_handle="g")
     req.send.add(name="x:0", tensor=codec.tensor_to_proto(big))
-    out = codec.proto_to_tensor(a.run_graph(req, timeout=60).recv[0].tensor)
+    (out,) = tensor_requests.decode(a.run_graph(req, timeout=60), "recv")   # (its bytes as received)
     assert out.shape == big.shape and out[0] == 2.0
     assert b.get_status().task == 1
     old = channels.get_channel(fake_worker.address)

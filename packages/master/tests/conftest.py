@@ -10,6 +10,7 @@ import pytest
 
 import kernflow.core as kf
 from kernflow.client import codec
+from kernflow.client import tensor_requests
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master.master import Master
 from kernflow.worker.worker import Worker
@@ -117,7 +118,7 @@ class MasterSession:
     def run(self, fetches=(), feed_dict=None, targets=(), options=None):
         single = isinstance(fetches, kf.Tensor)
         resp = self.run_raw([fetches] if single else fetches, feed_dict, targets, options)
-        out = [codec.proto_to_tensor(nt.tensor) for nt in resp.tensor]
+        out = tensor_requests.decode(resp, "tensor")
         return out[0] if single else out
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import kernflow.core as kf
 from kernflow.client import codec
+from kernflow.client import tensor_requests
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import config_pb2
@@ -141,7 +142,7 @@ def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
     np.testing.assert_array_equal(values[0], big)
     # The same fetches through RunStep give the same values.
     resp = c.master.run_step(req)
-    np.testing.assert_array_equal(codec.proto_to_tensor(resp.tensor[2].tensor), big * 0)
+    np.testing.assert_array_equal(tensor_requests.decode(resp, "tensor")[2], big * 0)
 
 
 def test_streamed_step_with_metadata_targets_and_no_fetches(make_cluster):

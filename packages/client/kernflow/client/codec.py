@@ -12,8 +12,15 @@ written straight into a preallocated array on the receiving side. Servers send t
 serialized by hand (`encode_recv_chunks`: a message is the concatenation of its fields, so the
 payload is copied once, with no protobuf message in between).
 
-For string tensors, `total_bytes` is the sum of the strings' byte lengths and the elements are
-spread over the messages' `string_val` fields in order.
+String tensors stream in one of two encodings, which receivers tell apart by the first message
+(`assemble_recv_chunks` reads both). Their elements are spread over the messages' `string_val`
+fields in order, `total_bytes` being the sum of their lengths: the receiver makes each element
+straight from its message, no buffer in between. But a message holds whole elements, so a tensor
+with an element of a chunk or more travels, when the sender allows it (``string_list``: what a
+worker does for a single key), in TF's string-list encoding (`tensor_util.encode_string_list`)
+cut into chunks like a numeric tensor's bytes, `total_bytes` being its length; its first message
+carries content (the lengths come first, a byte at least per element). Several-key streams keep
+`string_val`: their receivers count each value's elements (`grpc_transport.split_values`).
 
 Receivers that take a stream's messages as raw bytes (no protobuf parse of the payload) split each
 with `split_content`: the small header fields are parsed, the `content` stays a memoryview of the
@@ -343,12 +350,13 @@ def to_native(arr: np.ndarray) -> np.ndarray:
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
-def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES,
+                       string_list: bool = False) -> Iterator[bytes]:
     """Yields the serialized RecvTensorResponse messages that carry `value` (see `iter_recv_chunks`).
 
     What a RecvTensor server sends: a numeric tensor's bytes are copied once per chunk, straight
-    into the message (no protobuf message is built); a `WireSnapshot`'s messages are yielded as
-    they are.
+    into the message (no protobuf message is built), as are a string tensor's with `string_list`;
+    a `WireSnapshot`'s messages are yielded as they are. `string_list`: see `iter_recv_chunks`.
     """
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
@@ -363,12 +371,44 @@ def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BY
                 arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
             yield from _numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes)
             return
+        if string_list and _has_long_string(arr, chunk_bytes):
+            yield from _string_list_frames(arr, chunk_bytes)
+            return
     for msg in iter_recv_chunks(value, is_dead, chunk_bytes):
         yield msg.SerializeToString()
 
 
-def iter_recv_chunks(value, is_dead: bool = False,
-                     chunk_bytes: int = CHUNK_BYTES) -> Iterator[worker_pb2.RecvTensorResponse]:
+def _has_long_string(arr: np.ndarray, chunk_bytes: int) -> bool:
+    """Whether a string tensor has an element of `chunk_bytes` or more (see the module docstring)."""
+    flat = arr.reshape(-1).tolist()
+    return bool(flat) and max(map(len, flat)) >= chunk_bytes
+
+
+def _string_list_frames(arr: np.ndarray, chunk_bytes: int) -> Iterator[bytes]:
+    """The serialized messages of a string tensor in the string-list encoding (module docstring):
+    each chunk joined from views of the strings, so every byte is copied once."""
+    items = _string_list(arr)
+    lengths, total = tensor_util.encode_string_list(items)
+    head = _R(dtype=_dtypes.string.as_datatype_enum, shape=_shape_proto(arr.shape),
+              total_bytes=len(lengths) + total).SerializeToString()
+    parts, n = [], 0
+    for piece in (lengths, *items):
+        view, size = memoryview(piece), len(piece)
+        pos = 0
+        while pos < size:
+            take = min(chunk_bytes - n, size - pos)
+            parts.append(view[pos:pos + take] if take < size else piece)
+            n += take
+            pos += take
+            if n == chunk_bytes:
+                yield b"".join((head, _CONTENT_KEY, _varint_bytes(n), *parts))
+                head, parts, n = b"", [], 0
+    if n or head:   # (the last chunk; an empty tensor is its first message alone)
+        yield b"".join((head, _CONTENT_KEY, _varint_bytes(n), *parts)) if n else head
+
+
+def iter_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES,
+                     string_list: bool = False) -> Iterator[worker_pb2.RecvTensorResponse]:
     """Yields the RecvTensor responses that carry `value`.
 
     The first message has dtype, shape and total_bytes (and the first chunk); the others carry only
@@ -379,9 +419,17 @@ def iter_recv_chunks(value, is_dead: bool = False,
         value: the tensor (numpy array or scalar, or a `WireSnapshot`), or None for a dead tensor.
         is_dead: whether the tensor is dead (an untaken branch of control flow).
         chunk_bytes: the most bytes of content per message.
+        string_list: a string tensor with an element of `chunk_bytes` or more goes in the
+            string-list encoding, chunked like numeric bytes; else (and by default) every string
+            tensor's elements are spread over `string_val` (see the module docstring).
     """
     if chunk_bytes <= 0:
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
+    if string_list and not is_dead and value is not None:
+        arr = to_host_array(value)
+        if _is_string(arr) and _has_long_string(arr, chunk_bytes):
+            yield from (_R.FromString(f) for f in _string_list_frames(arr, chunk_bytes))
+            return
     if isinstance(value, WireSnapshot):
         value = value.array()
     if is_dead or value is None:
@@ -520,10 +568,20 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
         return None, True
     if first.dtype == 0:
         raise errors.InvalidArgumentError(None, None, "RecvTensor: the first message has no dtype")
-    if first.dtype == _dtypes.string.as_datatype_enum:
-        return _assemble_strings(first, (_parts(x)[0] for x in it), _shape_from(first.shape)), False
     total = int(first.total_bytes)
-    out, view = receive_buffer(first.dtype, first.shape, total, "RecvTensor: the first message")
+    strings = first.dtype == _dtypes.string.as_datatype_enum
+    if strings and not len(content):   # (elements in string_val; else the string-list encoding)
+        return _assemble_strings(first, (_parts(x)[0] for x in it), _shape_from(first.shape)), False
+    if strings:
+        shape = _shape_from(first.shape)
+        if total < _num_elements(shape):
+            raise errors.InvalidArgumentError(
+                None, None, f"RecvTensor announces {total} bytes for a string tensor of shape {shape}, "
+                            f"which needs one at least per element")
+        out = np.empty(total, np.uint8)
+        view = memoryview(out)
+    else:
+        out, view = receive_buffer(first.dtype, first.shape, total, "RecvTensor: the first message")
     filled = 0
     while True:
         n = len(content)
@@ -540,6 +598,11 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
         content = _parts(item)[1]
     if filled < total:
         raise errors.DataLossError(None, None, f"RecvTensor stream ended after {filled} of {total} bytes")
+    if strings:
+        n = _num_elements(shape)
+        strs = np.empty(n, dtype=object)
+        strs[:] = tensor_util.decode_string_list(view, n, shape)
+        return strs.reshape(shape), False
     return to_native(out), False
 
 

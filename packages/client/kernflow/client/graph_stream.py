@@ -32,7 +32,7 @@ import grpc
 from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client.protobuf import worker_pb2
-from kernflow.client.tensor_requests import serialize
+from kernflow.client.tensor_requests import response_parser, serialize
 from kernflow.client.rpc_errors import STATUS_FOR_CODE, error_class_for_status, error_from_rpc
 
 __all__ = ["NotInline", "IDLE_CLOSE_S", "run_graph", "close", "close_all"]
@@ -82,13 +82,17 @@ class _Stream:
         self._responses.cancel()
 
 
+# (a large value's bytes stay where they were received: `tensor_requests.split`)
+_RESPONSE = response_parser(worker_pb2.RunGraphResponse, ("recv",))
+
+
 class _StreamStub:
     """RunGraphStream on a channel, its requests `SplitMessage`s or messages (`tensor_requests`)."""
 
     def __init__(self, channel):
         self.RunGraphStream = channel.stream_stream(
             "/kernflow.client.protobuf.WorkerService/RunGraphStream",
-            request_serializer=serialize, response_deserializer=worker_pb2.RunGraphResponse.FromString)
+            request_serializer=serialize, response_deserializer=_RESPONSE)
 
 
 class _Pool:

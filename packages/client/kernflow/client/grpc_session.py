@@ -17,11 +17,14 @@ Deadlines: RunStep waits `RunOptions.timeout_in_ms`, else `ConfigProto.operation
 has one (see `GrpcMasterClient`).
 
 Large fetches: a step expected to fetch at least `STREAM_FETCH_BYTES` (from the fetches' static
-shapes, else from what the same fetches returned last time) uses RunStepPull, where the client
-pulls each value from the task that produced it (the master relays the values the client cannot
-reach; with ``KERNFLOW_DIRECT_FETCH=0`` it relays every value: RunStepStream), in 1 MiB chunks
-written straight into the result array (`kernflow.client.fetch_stream`); other steps use the
-unary RunStep (one round trip, lowest latency).
+shapes; else from what they took last time, in proportion to what the step feeds then and now;
+else, the first time, as much as it feeds) uses RunStepPull, where the client pulls each value from
+the task that produced it (the master relays the values the client cannot reach; with
+``KERNFLOW_DIRECT_FETCH=0`` it relays every value: RunStepStream), in 1 MiB chunks written straight
+into the result array (`kernflow.client.fetch_stream`); other steps use the unary RunStep (one round
+trip, lowest latency), whose large values stay in the received bytes until decoded
+(`tensor_requests.split`). A unary call holds its request until its response has arrived, so a
+step that both feeds and fetches a lot must stream to stay within a few copies of its values.
 
 Protocol: the first CreateSession's response carries the master's protocol version; a master of
 another version is refused (`kernflow.client.protocol`).
@@ -42,7 +45,7 @@ from kernflow.client import security
 from kernflow.client.master_client import GrpcMasterClient
 from kernflow.client.protocol import check_peer
 from kernflow.client.protobuf import master_pb2
-from kernflow.client.tensor_requests import SplitMessage
+from kernflow.client.tensor_requests import SplitMessage, split_contents
 
 __all__ = ["GrpcSession", "parse_target", "grpc_session_factory", "reset", "etcd_session_factory",
            "etcd_reset"]
@@ -56,6 +59,9 @@ CREATE_SESSION_TIMEOUT_S = 7200.0
 # Steps expected to fetch at least this many bytes stream their fetches (RunStepStream).
 STREAM_FETCH_BYTES = 1 << 20
 _MAX_REMEMBERED = 1024   # fetch lists whose result size is remembered
+# A fetched string tensor of this many elements counts as large (`_nbytes`).
+_STRINGS_COUNTED = STREAM_FETCH_BYTES // 8
+_NONE = [None]
 
 
 def parse_target(target: str) -> str:
@@ -105,7 +111,9 @@ class GrpcSession:
         self._master_version = 0    # the master's graph version, for ExtendSession
         self._closed = False
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
-        self._fetch_bytes: dict[tuple, int | None] = {}   # fetch names -> bytes (last or static)
+        # Per fetch list: (bytes fetched, bytes fed) in its last step, and its static size.
+        self._fetch_bytes: dict[tuple, tuple] = {}
+        self._static_sizes: dict[tuple, int | None] = {}
 
     @property
     def handle(self) -> str | None:
@@ -181,26 +189,32 @@ class GrpcSession:
         if req.options.timeout_in_ms <= 0 and self._timeout_ms > 0:
             req.options.timeout_in_ms = self._timeout_ms
         key = tuple(fetches)
-        if fetches and self._expected_bytes(key) >= STREAM_FETCH_BYTES and \
-                not getattr(self._master, "in_process", False):
+        fed = sum(req.sizes)
+        if fetches and self._streams(key, fed) and not getattr(self._master, "in_process", False):
             out, metadata = self._run_streamed(req, fetches)
-            self._remember(key, out)
+            if self._static(key) is None:
+                self._remember(key, sum(map(_nbytes, out)), fed)
             if run_metadata is not None and metadata is not None:
                 run_metadata.MergeFrom(metadata)
             return out
         resp = self._master.run_step(req)
-        if len(resp.tensor) != len(fetches):
-            raise errors.InternalError(None, None, f"master at {self.address} returned {len(resp.tensor)} "
+        tensors = resp.tensor
+        if len(tensors) != len(fetches):
+            raise errors.InternalError(None, None, f"master at {self.address} returned {len(tensors)} "
                                        f"tensors for {len(fetches)} fetches")
         out = []
-        for want, nt in zip(fetches, resp.tensor):
+        # (a large value's bytes are where they were received: `tensor_requests.split`)
+        contents = split_contents(resp, "tensor") if type(resp) is SplitMessage else _NONE * len(tensors)
+        for want, nt, content in zip(fetches, tensors, contents):
             if nt.name and nt.name != want:
                 raise errors.InternalError(None, None, f"master at {self.address} returned tensor "
                                            f"{nt.name!r} where {want!r} was fetched")
-            out.append(codec.proto_to_tensor(nt.tensor))
+            out.append(codec.proto_to_tensor(nt.tensor, content))
         if run_metadata is not None and resp.HasField("metadata"):
             run_metadata.MergeFrom(resp.metadata)
-        self._remember(key, out)
+        if fetches and self._static(key) is None:   # (what the response took, strings included)
+            self._remember(key, sum(resp.sizes) if isinstance(resp, SplitMessage) else
+                           sum(map(_nbytes, out)), fed)
         return out
 
     def _run_streamed(self, req, fetches):
@@ -210,17 +224,39 @@ class GrpcSession:
             return fetch_stream.pull_step(self._master, req, fetches, self.address)
         return fetch_stream.read_stream(self._master.run_step_stream(req), fetches, self.address)
 
-    def _expected_bytes(self, key: tuple) -> int:
-        """Bytes the fetches returned last time, else their static size (0 when unknown)."""
-        n = self._fetch_bytes.get(key, -1)
-        if n == -1:
-            n = self._fetch_bytes[key] = _static_bytes(self.graph, key) if len(self._fetch_bytes) < \
-                _MAX_REMEMBERED else None
-        return n or 0
+    def _streams(self, key: tuple, fed: int) -> bool:
+        """Whether a step that feeds `fed` bytes fetches `key` through the streamed path
+        (`_run_streamed`): its fetches are expected to take `STREAM_FETCH_BYTES` or more."""
+        return self._expected_bytes(key, fed) >= STREAM_FETCH_BYTES
 
-    def _remember(self, key: tuple, values) -> None:
+    def _expected_bytes(self, key: tuple, fed: int) -> float:
+        """The bytes the fetches `key` are expected to take in a step that feeds `fed` bytes: their
+        static size; else what they took last time, in proportion to the bytes fed then and now
+        (an identity of a feed grows with it, a batch's predictions stay small); else, the first
+        time, as many as the step feeds (a unary call would hold the request while it receives
+        fetches as large: the client's peak memory would be the request and three times them)."""
+        static = self._static(key)
+        if static is not None:
+            return static
+        seen = self._fetch_bytes.get(key)
+        if seen is None:
+            return fed
+        fetched, fed_then = seen
+        return fetched * max(fed, 1) / max(fed_then, 1)
+
+    def _static(self, key: tuple) -> int | None:
+        """The fetches' static size (`_static_bytes`), remembered per fetch list."""
+        n = self._static_sizes.get(key, -1)
+        if n == -1:
+            n = _static_bytes(self.graph, key)
+            if len(self._static_sizes) < _MAX_REMEMBERED:
+                self._static_sizes[key] = n
+        return n
+
+    def _remember(self, key: tuple, fetched: int, fed: int) -> None:
+        """Notes that the fetches `key` took `fetched` bytes in a step that fed `fed`."""
         if key in self._fetch_bytes or len(self._fetch_bytes) < _MAX_REMEMBERED:
-            self._fetch_bytes[key] = sum(getattr(v, "nbytes", 0) for v in values)
+            self._fetch_bytes[key] = (fetched, fed)
 
     # ------------------------------------------------------------------ management
     def list_devices(self):
@@ -243,6 +279,16 @@ class GrpcSession:
             self._master.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
         except (errors.UnavailableError, errors.DeadlineExceededError) as e:
             _log.warning("could not close session %s on master %s: %s", handle, self.address, e)
+
+
+def _nbytes(value) -> int:
+    """The bytes a fetched value takes on the wire, near enough to choose how to fetch it: a string
+    tensor's are its strings' (numpy's `nbytes` counts a pointer per element), except that one of
+    `_STRINGS_COUNTED` elements or more counts as large without summing them."""
+    n = getattr(value, "nbytes", 0)
+    if getattr(value, "dtype", None) != object or value.size >= _STRINGS_COUNTED:
+        return n
+    return sum(len(v) for v in value.reshape(-1).tolist() if isinstance(v, (bytes, str)))
 
 
 def _static_bytes(graph, fetches) -> int | None:

@@ -11,11 +11,15 @@ costs the master up to three times its size in memory while it is received and f
 What the limit covers: a step's feeds travel in one message (RunStep to the master, RunGraph from
 the master to each task), so they must fit; a client checks its request before sending it
 (`check_request`), and the master the RunGraph requests that forward them. Fetched values travel
-in one message too, unless the step is expected to fetch 1 MiB or more (from static shapes, or what
-the same fetches returned before): then they stream in 1 MiB chunks (RunStepPull), as RecvTensor
-does between tasks. The errors (ResourceExhaustedError, gRPC's code for an oversized message) name
-the largest tensors, the sizes, the limit and the variable that raises it (`check_tensor` for a
-single value).
+in one message too (RunGraph's response to the master, RunStep's to the client), unless the step is
+expected to fetch 1 MiB or more (from static shapes, or what the same fetches took before for what
+was fed, or the first time as much as is fed: `grpc_session`): then they stream in 1 MiB chunks
+(RunStepPull), as RecvTensor does between tasks, a string larger than a chunk included, and no
+limit applies to them. A worker and a master check each response before sending it
+(`check_response`), and a client that receives one over its own limit gets gRPC's refusal with
+this variable named (`explain_grpc_limit`). The errors (ResourceExhaustedError, gRPC's code for an
+oversized message) name the largest tensors, the sizes, the limit and the variable that raises it
+(`check_tensor` for a single value).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import re
 from kernflow.core.framework import errors
 
 __all__ = ["ENV", "HARD_MAX_BYTES", "DEFAULT_MAX_BYTES", "HEADROOM_BYTES", "max_message_bytes",
-           "parse_bytes", "channel_options", "check_request", "check_tensor", "describe_bytes"]
+           "parse_bytes", "channel_options", "check_request", "check_response", "check_tensor",
+           "describe_bytes", "explain_grpc_limit"]
 
 ENV = "KERNFLOW_MAX_MESSAGE_BYTES"
 HARD_MAX_BYTES = (1 << 31) - 1
@@ -156,3 +161,51 @@ def check_tensor(name: str, nbytes: int, what: str, limit: int | None = None) ->
         raise errors.ResourceExhaustedError(
             None, None, f"{what}: tensor {name!r} is {describe_bytes(nbytes)}, over the message limit of "
             f"{describe_bytes(limit)}. To send it, " + _advice(limit, "fetch less per step"))
+
+
+def check_response(response, what: str, limit: int | None = None) -> None:
+    """Checks that a response carrying tensors (a worker's RunGraph response, a master's RunStep
+    response) fits in one message, before it is sent.
+
+    Only a `tensor_requests.SplitMessage` is measured (a protobuf message holds only tensors under
+    `tensor_requests.INLINE_BYTES`), and only when its tensors take more than half the limit.
+
+    Args:
+        response: the response.
+        what: who sends it, for the message: "RunGraph on /job:worker/replica:0/task:0".
+        limit: the limit (default: `max_message_bytes()`).
+
+    Raises:
+        ResourceExhaustedError: the response is larger than the limit; the message names the
+            tensor over the limit (`check_tensor`), or else the largest tensors, their sizes, the
+            limit and how to raise it.
+    """
+    sizes = getattr(response, "sizes", None)
+    if not isinstance(sizes, list):
+        return
+    limit = max_message_bytes() if limit is None else int(limit)
+    if sum(sizes) <= limit // 2:
+        return
+    size = response.ByteSize()
+    if size <= limit:
+        return
+    field = response.path[-1]
+    largest = max(range(len(sizes)), key=sizes.__getitem__)
+    check_tensor(getattr(response, field)[largest].name, sizes[largest], f"{what}: a fetched value", limit)
+    raise errors.ResourceExhaustedError(
+        None, None, f"{what}: the response is {describe_bytes(size)}, over the message limit of "
+        f"{describe_bytes(limit)}; its largest fetched values: {_tensor_summary(response, field)}. "
+        "To send it, " + _advice(limit, "fetch less per step"))
+
+
+def explain_grpc_limit(details: str) -> str:
+    """gRPC's "Received message larger than max (N vs. M)" (or "Sent ...") with what sets the limit:
+    `ENV`, its value here, and the most it may be; other details unchanged."""
+    if "message larger than max" not in details:
+        return details
+    try:
+        limit = max_message_bytes()
+    except errors.InvalidArgumentError:
+        limit = DEFAULT_MAX_BYTES
+    return (f"{details}: a message over the limit that {ENV} sets on each process (here "
+            f"{describe_bytes(limit)}). To send it, " + _advice(limit, "fetch (or feed) less per step"))

@@ -18,7 +18,7 @@ from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
-from kernflow.client.tensor_requests import nest, serialize
+from kernflow.client.tensor_requests import nest, response_parser, serialize
 
 __all__ = ["GrpcMasterClient", "PullCall", "DEFAULT_TIMEOUT_S", "CLOSE_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -69,7 +69,12 @@ class GrpcMasterClient:
 
     def run_step(self, request: master_pb2.RunStepRequest,
                  timeout: float | None = None) -> master_pb2.RunStepResponse:
-        """Runs one step; None `timeout` means the request's timeout plus grace, else no deadline."""
+        """Runs one step; None `timeout` means the request's timeout plus grace, else no deadline.
+
+        Returns:
+            The `RunStepResponse`; a `tensor_requests.SplitMessage` of it when it holds a large
+            value, whose bytes stay in the received buffer (`tensor_requests.decode(resp, "tensor")`).
+        """
         if timeout is None and request.options.timeout_in_ms > 0:
             timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
         return invoke(channels.get_stub(self.address, _RawStreamStub), "RunStep", request, timeout,
@@ -140,15 +145,19 @@ class GrpcMasterClient:
 
 
 
+# RunStep's responses keep the fetched values' bytes where they were received (`tensor_requests.split`).
+_RUN_STEP_RESPONSE = response_parser(master_pb2.RunStepResponse, ("tensor",))
+
+
 class _RawStreamStub:
     """RunStep, RunStepStream and RunStepPull on a channel: their requests may be `SplitMessage`s
-    (`tensor_requests.serialize`), the streams' responses are left as bytes (cached by
-    `channels.get_stub`)."""
+    (`tensor_requests.serialize`), RunStep's response is split (`_RUN_STEP_RESPONSE`), the streams'
+    responses are left as bytes (cached by `channels.get_stub`)."""
 
     def __init__(self, channel):
         self.RunStep = channel.unary_unary(
             "/kernflow.client.protobuf.MasterService/RunStep",
-            request_serializer=serialize, response_deserializer=master_pb2.RunStepResponse.FromString)
+            request_serializer=serialize, response_deserializer=_RUN_STEP_RESPONSE)
         self.RunStepStream = channel.unary_stream(
             "/kernflow.client.protobuf.MasterService/RunStepStream",
             request_serializer=serialize, response_deserializer=None)

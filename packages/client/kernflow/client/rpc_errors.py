@@ -16,6 +16,7 @@ import logging
 import grpc
 
 from kernflow.core.framework import errors
+from kernflow.client import limits
 
 __all__ = ["STATUS_FOR_CODE", "status_for_code", "error_class_for_status", "status_for_exception",
            "error_from_rpc", "error_for_status", "abort_context", "rpc_method", "MAX_DETAILS_CHARS", "StreamCall",
@@ -108,6 +109,8 @@ def error_for_status(code: grpc.StatusCode | None, details: str | None, what: st
     """
     details = details or "no details"
     cls = error_class_for_status(code)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not from_handler:
+        details = limits.explain_grpc_limit(details)   # (gRPC's own message names no variable)
     if from_handler:  # the server's own error (e.g. a worker it could not reach): keep it
         msg = f"{details} (from {what})"
     elif code == grpc.StatusCode.UNAVAILABLE:

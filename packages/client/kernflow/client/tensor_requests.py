@@ -1,4 +1,5 @@
-"""Requests that carry tensors (RunStep's feeds, RunGraph's sends), built and parsed without copies.
+"""Messages that carry tensors (RunStep's feeds, RunGraph's sends, their responses' fetched values),
+built and parsed without copies.
 
 A protobuf message copies a tensor's bytes on every step of its way: into the message when it is
 built, into the serialized bytes, into the receiver's parsed message, and out again when the
@@ -15,14 +16,22 @@ plus the buffers that hold them:
 * the master hands a step's feeds to its tasks as they came (`forward_tensors`): the RunGraph
   request shares the client's buffers, and serializing it is the one copy;
 * a worker copies each payload once, into the fed array (`codec.proto_to_tensor` with the entry
-  of `split_contents`).
+  of `split_contents`), then lets go of the received bytes (`SplitMessage.release`).
+
+Fetched values take the same way back (`with_tensors`, `gather`, `response_parser`): a worker's
+RunGraph response leaves a large value in its array (a variable's live buffer copied first) until
+it is serialized; the master's RunStep response shares the buffers the tasks' responses arrived in;
+the client decodes each value from the bytes it received (`decode`). A response whose values are
+all small is the protobuf message it always was.
 
 In one process (an in-process master and worker) nothing is serialized: the worker copies the
 client's array once. The wire format is the protobuf message's own, so either end may be a plain
 protobuf sender or receiver. Measured peaks over each process's baseline for a 256 MiB feed: the
 client 2.0x, the master 3.0x, the worker 2.0x over the same-host channel and 3.0x over gRPC, whose
 Python receive alone takes 3x (slices, a bytearray, then bytes); below that, feeds would have to
-travel in chunks.
+travel in chunks. For a 256 MiB value fetched in one response: 3.0x on the client, the master and
+the worker (a unary call also holds its request until its response arrives, so a step that feeds
+and fetches that much streams its fetches: `grpc_session`).
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import worker_pb2
 
-__all__ = ["SplitMessage", "split", "forward_tensors", "nest", "split_contents", "serialize",
-           "request_parser", "SPLIT_REQUESTS"]
+__all__ = ["SplitMessage", "split", "forward_tensors", "gather", "nest", "split_contents", "decode",
+           "with_tensors", "whole", "serialize", "request_parser", "response_parser", "SPLIT_REQUESTS"]
 
 _NamedTensor = worker_pb2.NamedTensor
 _Dim = tensor_shape_pb2.TensorShapeProto.Dim
@@ -88,13 +97,29 @@ class SplitMessage:
         return value
 
     def __repr__(self):
+        if self.entries is None:
+            return f"SplitMessage({type(self.message).__name__}, {'.'.join(self.path)}: released)"
         return (f"SplitMessage({type(self.message).__name__}, {'.'.join(self.path)}: "
                 f"{len(self.entries)} tensors, {sum(self.sizes)} bytes)")
 
-    def add(self, name: str, value) -> None:
+    def release(self) -> None:
+        """Drops the buffers that hold the large tensors' payloads (received bytes, or arrays), once
+        they were decoded, so that their memory is freed while the message itself stays alive (a
+        gRPC server keeps a request until its response is sent). Serializing or decoding the
+        message afterwards raises ValueError; its headers stay readable."""
+        self.entries = self.contents = None
+
+    def add(self, name: str, value, snapshot=None) -> None:
         """Appends the NamedTensor `name` holding `value`: inside the message when it is smaller
         than `INLINE_BYTES` (protobuf is faster for small ones), else encoded straight from the
         array's memory (strings in TF's string-list encoding).
+
+        Args:
+            name: the NamedTensor's name.
+            value: the tensor (a numpy array, or anything `codec.to_host_array` accepts).
+            snapshot: ``snapshot(array) -> bool``, asked of a large numeric array only: True copies
+                it now (a variable's live buffer, which a later step may update before the message
+                is serialized). Default: never.
 
         Raises:
             TypeError: if the value is not a tensor or its dtype has no wire representation.
@@ -125,6 +150,8 @@ class SplitMessage:
             enum, wire = codec._encoding(arr.dtype)
             if arr.dtype != wire or not arr.flags.c_contiguous:
                 arr = np.asarray(arr, dtype=wire, order="C")
+            elif snapshot is not None and snapshot(arr):
+                arr = arr.copy()
             payload, size, local = [codec._byte_view(arr)], arr.nbytes, arr
             t.dtype = enum
         for d in arr.shape:
@@ -151,6 +178,8 @@ class SplitMessage:
         return self._pieces(sizes_only=False)
 
     def _pieces(self, sizes_only: bool) -> list:
+        if self.entries is None:
+            raise ValueError(f"{self!r}: its payloads were released; it cannot be serialized")
         if all(e is None for e in self.entries):   # every header whole: protobuf's own, faster
             data = self.message.SerializeToString()
             return [_Size(len(data))] if sizes_only else [data]
@@ -199,10 +228,67 @@ def serialize(message) -> bytes:
 
 def split_contents(message, field: str = "send") -> list:
     """The payloads kept outside a request's NamedTensors (`SplitMessage.contents`); for a protobuf
-    message, None for each NamedTensor of its `field` (its headers hold every payload)."""
+    message, None for each NamedTensor of its `field` (its headers hold every payload).
+
+    Raises:
+        ValueError: the SplitMessage's payloads were released (`SplitMessage.release`).
+    """
     if isinstance(message, SplitMessage):
+        if message.contents is None:
+            raise ValueError(f"{message!r}: its payloads were released; they cannot be decoded")
         return message.contents
     return [None] * len(getattr(message, field))
+
+
+def decode(message, field: str) -> list:
+    """The numpy arrays of the NamedTensors in `message`'s repeated field `field` (a protobuf
+    message or a `SplitMessage`, such as a RunGraphResponse or RunStepResponse): how in-process
+    callers read what `Worker.run_graph` or `Master.run_step` returned.
+
+    Raises:
+        InvalidArgumentError: a tensor whose payload does not match its dtype and shape.
+    """
+    return [codec.proto_to_tensor(nt.tensor, c)
+            for nt, c in zip(getattr(message, field), split_contents(message, field))]
+
+
+def with_tensors(message, field: str, names, values, snapshot=None):
+    """`message` with a NamedTensor per (name, value) appended to its repeated field `field`: how a
+    worker answers RunGraph.
+
+    Small numeric arrays go into the message as `codec.tensor_to_proto` puts them (the path of a
+    small step, as fast as before); as soon as one tensor is large, the rest go through a
+    `SplitMessage` (`SplitMessage.add`: payloads left in the arrays' memory until serialized).
+
+    Args:
+        snapshot: as for `SplitMessage.add` (the worker passes `is_state_buffer`).
+
+    Returns:
+        `message` when every tensor fit inside it, else a SplitMessage of it.
+    """
+    tensors = getattr(message, field)
+    out = None
+    for name, v in zip(names, values):
+        if out is None:
+            if type(v) is np.ndarray and v.dtype.kind not in "OSU" and v.nbytes < INLINE_BYTES:
+                codec.tensor_to_proto(v, out=tensors.add(name=name).tensor)
+                continue
+            out = SplitMessage(message, (field,))
+            for _ in range(len(tensors)):
+                out._inline(0)
+        out.add(name, v, snapshot)
+    if out is None or all(e is None for e in out.entries):
+        return message
+    return out
+
+
+def whole(message):
+    """`message` as a protobuf message holding every payload (a SplitMessage is serialized and parsed:
+    for a peer that takes only protobuf messages, such as a servicer registered with the generated
+    ``add_*Servicer_to_server``)."""
+    if not isinstance(message, SplitMessage):
+        return message
+    return type(message.message).FromString(message.SerializeToString())
 
 
 def forward_tensors(source, source_field: str, indices, out, out_field: str):
@@ -226,6 +312,54 @@ def forward_tensors(source, source_field: str, indices, out, out_field: str):
                          f"not its {source_field}")
     return SplitMessage(out, (out_field,), [source.entries[i] for i in indices],
                         [source.sizes[i] for i in indices], [source.contents[i] for i in indices])
+
+
+def gather(out, out_field: str, picks):
+    """`out` with the picked NamedTensors appended to its repeated field `out_field`: how the master
+    answers RunStep with the tensors its tasks' RunGraph responses returned.
+
+    Args:
+        out: the new message (e.g. a RunStepResponse).
+        out_field: its repeated NamedTensor field ("tensor").
+        picks: ``(source, source_field, index, name)`` per tensor, in order: the NamedTensor
+            ``source.<source_field>[index]``, renamed `name` (None: its name is kept).
+
+    Returns:
+        `out` holding copies when no source is a `SplitMessage`; else a SplitMessage of `out`
+        sharing the sources' buffers (a renamed tensor's serialization is its source's, followed by
+        the new name: protobuf keeps the last value of a field).
+    """
+    tensors = getattr(out, out_field)
+    if not any(isinstance(p[0], SplitMessage) for p in picks):   # (a small step's response)
+        for source, field, i, name in picks:
+            nt = getattr(source, field)[i]
+            if name is None or nt.name == name:
+                tensors.append(nt)
+            else:
+                tensors.add(name=name).tensor.CopyFrom(nt.tensor)
+        return out
+    entries, sizes, contents = [], [], []
+    for source, field, i, name in picks:
+        nt = getattr(source, field)[i]
+        rename = name is not None and nt.name != name
+        if rename:
+            tensors.add(name=name).tensor.CopyFrom(nt.tensor)
+        else:
+            tensors.append(nt)
+        if isinstance(source, SplitMessage):
+            content = split_contents(source)[i]   # (raises for released payloads)
+            entry, size = source.entries[i], source.sizes[i]
+            if rename and entry is not None:
+                tag = _NamedTensor(name=name).SerializeToString()
+                entry, size = (*entry, tag), size + len(tag)
+        else:
+            entry, size, content = None, nt.tensor.ByteSize(), None
+        entries.append(entry)
+        sizes.append(size)
+        contents.append(content)
+    if all(e is None for e in entries):
+        return out
+    return SplitMessage(out, (out_field,), entries, sizes, contents)
 
 
 def nest(outer, field: str, inner):
@@ -288,8 +422,8 @@ def _split_entry(buf, mv, start: int, end: int):
     return header, (contents[0] if contents else None)
 
 
-def split(buf, message_class, path):
-    """Parses a serialized request except its tensors' payloads, which stay in `buf` (see `SplitMessage`).
+def split(buf, message_class, path, error=errors.InvalidArgumentError):
+    """Parses a serialized message except its tensors' payloads, which stay in `buf` (see `SplitMessage`).
 
     Args:
         buf: the serialized message (bytes, as received).
@@ -297,11 +431,13 @@ def split(buf, message_class, path):
         path: field names to its repeated NamedTensor field, e.g. ``("feed",)`` for a
             RunStepRequest, ``("step", "feed")`` for a RunStepPullRequest.
 
+        error: the error class a malformed message raises (a response: DataLossError).
+
     Returns:
-        A `SplitMessage`; a protobuf message for a request under `SPLIT_MIN_BYTES`.
+        A `SplitMessage`; a protobuf message for one under `SPLIT_MIN_BYTES`.
 
     Raises:
-        InvalidArgumentError: if `buf` is not a well-formed message.
+        InvalidArgumentError (or `error`): if `buf` is not a well-formed message.
     """
     if len(buf) >= TRIM_BYTES:
         _return_freed_memory()
@@ -310,8 +446,7 @@ def split(buf, message_class, path):
             return message_class.FromString(buf)
         return _split(buf, memoryview(buf), 0, len(buf), message_class, tuple(path))
     except Exception as e:  # noqa: BLE001 - ValueError, IndexError, protobuf's DecodeError
-        raise errors.InvalidArgumentError(None, None, f"malformed {message_class.__name__} on the "
-                                          f"wire: {e}") from None
+        raise error(None, None, f"malformed {message_class.__name__} on the wire: {e}") from None
 
 
 # Python gRPC receives a message as many small slices, copied into a growing bytearray and then into
@@ -399,3 +534,14 @@ def request_parser(service: str, method: str):
         return None
     message_class, path = entry
     return lambda data: split(data, message_class, path)
+
+
+def response_parser(message_class, path):
+    """The response deserializer of a client's call whose responses carry tensors (RunGraph's,
+    RunStep's): `split`, a malformed response being a DataLossError.
+
+    Args:
+        message_class: the response's protobuf class, e.g. `worker_pb2.RunGraphResponse`.
+        path: field names to its repeated NamedTensor field, e.g. ``("recv",)``.
+    """
+    return lambda data: split(data, message_class, path, errors.DataLossError)

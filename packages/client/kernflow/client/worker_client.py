@@ -1,12 +1,16 @@
 """`GrpcWorkerClient`: the worker interface (`kernflow.worker.worker.Worker`'s methods) over gRPC.
 
 Every method takes and returns the `worker_pb2` messages, exactly like the in-process `Worker`, so
-the master (and workers pulling tensors from each other) can hold either. Each call has a deadline:
-`timeout` if given, else the method's default (5 s for GetStatus, `default_timeout_s` for the
-management calls). RunGraph and RecvTensor wait as long as the step may run: the caller's `timeout`
-(RunGraph falls back to the request's `timeout_in_ms` plus a grace period), and no deadline when the
-step has none (the master's health checks and the channel's keepalive end such calls when a peer
-dies). Failures are raised as TF error classes naming the worker (`rpc_errors.error_from_rpc`).
+the master (and workers pulling tensors from each other) can hold either; like the `Worker`'s,
+a RunGraph response holding a large value is a `tensor_requests.SplitMessage` (the value's bytes
+left where they were received: read them with `tensor_requests.decode(resp, "recv")`).
+
+Each call has a deadline: `timeout` if given, else the method's default (5 s for GetStatus,
+`default_timeout_s` for the management calls). RunGraph and RecvTensor wait as long as the step may
+run: the caller's `timeout` (RunGraph falls back to the request's `timeout_in_ms` plus a grace
+period), and no deadline when the step has none (the master's health checks and the channel's
+keepalive end such calls when a peer dies). Failures are raised as TF error classes naming the
+worker (`rpc_errors.error_from_rpc`).
 
 Every call carries `channels.outgoing_metadata()` (the cluster token, the trace context), also on the
 same-host channel (whose own token, handed out only to callers with the cluster token, admits it).
@@ -26,7 +30,7 @@ from kernflow.client import local_channel
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
-from kernflow.client.tensor_requests import SplitMessage, serialize
+from kernflow.client.tensor_requests import SplitMessage, response_parser, serialize
 
 __all__ = ["GrpcWorkerClient", "DEFAULT_TIMEOUT_S", "GET_STATUS_TIMEOUT_S", "RUN_GRACE_S"]
 
@@ -54,7 +58,7 @@ class GrpcWorkerClient:
 
     @property
     def _stub(self) -> worker_pb2_grpc.WorkerServiceStub:
-        return channels.get_stub(self.address, worker_pb2_grpc.WorkerServiceStub)
+        return channels.get_stub(self.address, _Stub)
 
     def __repr__(self):
         return f"GrpcWorkerClient({self.address!r}, {self.task_name!r})"
@@ -68,11 +72,9 @@ class GrpcWorkerClient:
         if local is not None:
             body = request.SerializeToString()
             if len(body) <= local_channel.MAX_BODY_BYTES:
-                return _RESPONSES[method].FromString(local.unary(method, body, timeout, lambda: self._what(method),
-                                                                channels.outgoing_metadata()))
-        split = isinstance(request, SplitMessage)
-        stub = channels.get_stub(self.address, _SplitStub) if split else self._stub
-        resp = invoke(stub, method, request, timeout, lambda: self._what(method),
+                return _PARSERS[method](local.unary(method, body, timeout, lambda: self._what(method),
+                                                    channels.outgoing_metadata()))
+        resp = invoke(self._stub, method, request, timeout, lambda: self._what(method),
                       channels.outgoing_metadata())
         if method == "GetStatus":
             local_channel.note_status(self.address, resp)   # (opens the same-host channel, if offered)
@@ -198,18 +200,24 @@ def _run_timeout(request: worker_pb2.RunGraphRequest, timeout: float | None, def
     return request.timeout_in_ms / 1000.0 + RUN_GRACE_S if request.timeout_in_ms > 0 else default
 
 
-# The response message of each unary method (what the same-host channel's answers are parsed as).
-_RESPONSES = {m.name: getattr(worker_pb2, m.output_type.name)
-              for m in worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].methods}
+# RunGraph's responses keep their values' bytes where they were received (`tensor_requests.split`):
+# read them with `tensor_requests.decode(resp, "recv")`, or forward them (the master's RunStep).
+_RUN_GRAPH_RESPONSE = response_parser(worker_pb2.RunGraphResponse, ("recv",))
+# The response parser of each unary method (how the same-host channel's answers are parsed).
+_PARSERS = {m.name: getattr(worker_pb2, m.output_type.name).FromString
+            for m in worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].methods}
+_PARSERS["RunGraph"] = _RUN_GRAPH_RESPONSE
 
 
-class _SplitStub:
-    """RunGraph on a channel, its request a `SplitMessage` (cached per address by `channels.get_stub`)."""
+class _Stub(worker_pb2_grpc.WorkerServiceStub):
+    """The generated stub, but RunGraph's request may be a `SplitMessage` and its response is split
+    (`_RUN_GRAPH_RESPONSE`) (cached per address by `channels.get_stub`)."""
 
     def __init__(self, channel):
+        super().__init__(channel)
         self.RunGraph = channel.unary_unary(
             "/kernflow.client.protobuf.WorkerService/RunGraph",
-            request_serializer=serialize, response_deserializer=worker_pb2.RunGraphResponse.FromString)
+            request_serializer=serialize, response_deserializer=_RUN_GRAPH_RESPONSE)
 
 
 class _RawRecvStub:

@@ -44,6 +44,7 @@ from kernflow.client.protocol import PROTOCOL_VERSION, check_peer
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.client.tensor_requests import forward_tensors
 from kernflow.master import step_routes
+from kernflow.master.fetch_responses import run_step_response
 from kernflow.master.devices import (RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
 from kernflow.master.graph_util import apply_default_task, check_graph, group_by_task
@@ -542,6 +543,10 @@ class Master:
                 ``context.add_callback``): a step still running then is aborted on every task
                 (CancelledError), so a client that cancelled or died leaves nothing blocked behind.
 
+        Returns:
+            The `RunStepResponse`; a `SplitMessage` of it sharing the tasks' buffers when a fetched
+            value is large (`fetch_responses`: read it with `tensor_requests.decode(resp, "tensor")`).
+
         Raises:
             The failing task's error (its class; the message names the task and, for a kernel,
             the node), `UnavailableError`/`AbortedError` for a worker that died or restarted,
@@ -557,9 +562,8 @@ class Master:
 
     def _run_step(self, request, on_cancel=None) -> master_pb2.RunStepResponse:
         s, plan, options = self._plan_for(request, pull=False)
-        resp = master_pb2.RunStepResponse()
         if not plan.tasks:
-            return resp
+            return master_pb2.RunStepResponse()
         step_id, reqs, timeout_ms = self._run_graph_requests(s, plan, request, options)
         ended = self.watch_caller(on_cancel, plan.tasks, step_id, "RunStep")
         try:
@@ -574,28 +578,12 @@ class Master:
         # After a successful step each worker has dropped the step's state itself (the last of its
         # sent values taken, its RunGraph done: `Worker._retire_if_done`): no CleanupGraph calls,
         # which were three RPCs of every asynchronous training step with two ps tasks.
-        fetch = request.fetch
-        fetched = [None] * len(fetch)
-        for task, indices in plan.routes.fetches.items():
-            recv = results[task].recv
-            if len(recv) != len(indices):
-                raise errors.InternalError(None, None, f"Task {task} returned {len(recv)} tensors for "
-                                           f"{len(indices)} fetches")
-            for i, nt in zip(indices, recv):
-                fetched[i] = nt
-        out = resp.tensor
-        for name, nt in zip(fetch, fetched):
-            if nt is None:
-                raise errors.InternalError(None, None, f"No task of the step returned fetch {name}")
-            if nt.name == name:   # the worker named it with the fetch's name (the recv_key)
-                out.append(nt)
-            else:
-                out.add(name=name).tensor.CopyFrom(nt.tensor)
+        resp = run_step_response(request.fetch, plan.routes.fetches, results)
         if options is not None:
             self._fill_metadata(s, plan, options, results, resp.metadata)
         return resp
 
-    def run_step_stream(self, request, trace_context=None, on_cancel=None):
+    def run_step_stream(self, request, trace_context=None, on_cancel=None, raw: bool = False):
         """Runs one step like `run_step`, streaming the fetched values back as they arrive.
 
         Every fetch is pulled with RecvTensor from the task that produced it and forwarded chunk
@@ -606,15 +594,16 @@ class Master:
             trace_context: the caller's OpenTelemetry context (the servicer passes the one from
                 the call metadata); default: the context current when this is called.
             on_cancel: as `run_step`'s.
+            raw: yield the messages serialized (the servicer's; relayed chunks are not parsed).
 
         Returns:
             An iterator of `RunStepStreamResponse`: chunks of fetch 0, then of fetch 1, ..., then
             a last message with ``done`` set (and the metadata asked for).
         """
         from kernflow.master.stream_step import run_step_stream
-        return run_step_stream(self, request, trace_context, on_cancel)
+        return run_step_stream(self, request, trace_context, on_cancel, raw)
 
-    def run_step_pull(self, requests, trace_context=None, on_cancel=None):
+    def run_step_pull(self, requests, trace_context=None, on_cancel=None, raw: bool = False):
         """Runs one step whose fetches waiting on remote tasks the client pulls itself.
 
         Like `run_step_stream`, but a fetch produced on a task this master reaches over gRPC is
@@ -623,7 +612,7 @@ class Master:
         Args:
             requests: an iterator of `RunStepPullRequest`: the step first; after ``done``, relay
                 requests for located fetches; it ends when the client has every value.
-            trace_context: as for `run_step_stream`.
+            trace_context, raw: as for `run_step_stream`.
             on_cancel: as `run_step`'s.
 
         Returns:
@@ -631,7 +620,7 @@ class Master:
             then ``done``, then the chunks of each relayed fetch.
         """
         from kernflow.master.stream_step import run_step_pull
-        return run_step_pull(self, requests, trace_context, on_cancel)
+        return run_step_pull(self, requests, trace_context, on_cancel, raw)
 
     def _plan_for(self, request, pull: bool):
         """Returns (session, step plan, RunOptions or None) of a RunStep request."""

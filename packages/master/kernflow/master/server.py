@@ -17,9 +17,8 @@ import threading
 import grpc
 
 from kernflow.client import channels
-from kernflow.client.protobuf import master_pb2
 from kernflow.core.framework import errors
-from kernflow.master.servicer import MasterServicer
+from kernflow.master.servicer import MasterServicer, add_to_server
 
 __all__ = ["MasterServer", "SERVER_OPTIONS", "register_in_etcd"]
 
@@ -54,10 +53,10 @@ class MasterServer:
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix="kernflow-master-rpc"),
             options=SERVER_OPTIONS)
-        # (channels.add_servicer: the generated registration, with metered message bytes)
+        # (`servicer.add_to_server`: the generated registration, with metered message bytes and
+        # the step methods' responses serialized by the servicer)
         self.budget = channels.CallBudget(max_workers)
-        channels.add_servicer(self._server, master_pb2.DESCRIPTOR.services_by_name["MasterService"],
-                              MasterServicer(master, self.budget), split_requests=True)
+        add_to_server(MasterServicer(master, self.budget), self._server)
         for add in extra_servicers:
             add(self._server, self.budget)
         try:

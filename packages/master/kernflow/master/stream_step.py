@@ -32,6 +32,7 @@ from opentelemetry import trace as _otel
 from kernflow.core.framework import errors
 
 from kernflow.client import channels
+from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.master.step_errors import REFRESH_ERRORS
 
@@ -41,7 +42,7 @@ _tracer = _otel.get_tracer("kernflow.master")
 _Response = master_pb2.RunStepStreamResponse
 
 
-def run_step_stream(master, request, trace_context=None, on_cancel=None):
+def run_step_stream(master, request, trace_context=None, on_cancel=None, raw: bool = False):
     """Returns an iterator of the `RunStepStreamResponse`s of one step (see `Master.run_step_stream`).
 
     Args:
@@ -50,21 +51,23 @@ def run_step_stream(master, request, trace_context=None, on_cancel=None):
         trace_context: the caller's OpenTelemetry context (the parent of the "Master.RunStep" span);
             default: the context current when this is called.
         on_cancel: as `Master.run_step`'s.
+        raw: yield the messages serialized: a relayed chunk is the task's RecvTensor message as it
+            came, with its fetch's index appended (`_fetch_index_field`), not parsed and serialized again.
     """
     if not channels.tracing_active():
-        return _stream(master, request, None, on_cancel=on_cancel)
+        return _stream(master, request, None, on_cancel=on_cancel, raw=raw)
     parent = trace_context if trace_context is not None else _otel_context.get_current()
-    return _traced(master, request, parent, on_cancel=on_cancel)
+    return _traced(master, request, parent, on_cancel=on_cancel, raw=raw)
 
 
-def run_step_pull(master, requests, trace_context=None, on_cancel=None):
+def run_step_pull(master, requests, trace_context=None, on_cancel=None, raw: bool = False):
     """Returns an iterator of the `RunStepStreamResponse`s of a RunStepPull (see `Master.run_step_pull`).
 
     Args:
         master: the `Master`.
         requests: an iterator of `RunStepPullRequest`: the step, then relay requests; it ends when
             the client closes its side of the call.
-        trace_context: as for `run_step_stream`.
+        trace_context, raw: as for `run_step_stream`.
 
     Raises (while iterating):
         InvalidArgumentError: the first message is not a step, or a later one not a valid relay.
@@ -75,12 +78,12 @@ def run_step_pull(master, requests, trace_context=None, on_cancel=None):
         raise errors.InvalidArgumentError(None, None, "RunStepPull: the first message must be the step "
                                           f"(RunStepPullRequest.step), got {first}")
     if not channels.tracing_active():
-        return _stream(master, first.step, None, requests, on_cancel)
+        return _stream(master, first.step, None, requests, on_cancel, raw)
     parent = trace_context if trace_context is not None else _otel_context.get_current()
-    return _traced(master, first.step, parent, requests, on_cancel)
+    return _traced(master, first.step, parent, requests, on_cancel, raw)
 
 
-def _traced(master, request, parent, requests=None, on_cancel=None):
+def _traced(master, request, parent, requests=None, on_cancel=None, raw=False):
     # Started explicitly and attached only around calls that need it: a generator must not keep a
     # context attached across its yields.
     span = _tracer.start_span("Master.RunStep", context=parent, kind=_otel.SpanKind.SERVER)
@@ -89,7 +92,7 @@ def _traced(master, request, parent, requests=None, on_cancel=None):
     span.set_attribute("kernflow.streamed", True)
     span.set_attribute("kernflow.client_pulls", requests is not None)
     try:
-        yield from _stream(master, request, _otel.set_span_in_context(span, parent), requests, on_cancel)
+        yield from _stream(master, request, _otel.set_span_in_context(span, parent), requests, on_cancel, raw)
     except BaseException as e:
         span.record_exception(e)
         span.set_status(_otel.Status(_otel.StatusCode.ERROR, f"{type(e).__name__}: {e}"))
@@ -98,8 +101,9 @@ def _traced(master, request, parent, requests=None, on_cancel=None):
         span.end()
 
 
-def _stream(master, request, trace_ctx, requests=None, on_cancel=None):
-    """The step's messages; `requests` (the rest of a RunStepPull call) means the client pulls."""
+def _stream(master, request, trace_ctx, requests=None, on_cancel=None, raw=False):
+    """The step's messages (serialized when `raw`); `requests` (the rest of a RunStepPull call)
+    means the client pulls."""
     s, plan, options = _in_context(trace_ctx, master._plan_for, request, True)
     step_id, reqs, timeout_ms = master._run_graph_requests(s, plan, request, options)
     outcome: queue.SimpleQueue = queue.SimpleQueue()
@@ -127,12 +131,12 @@ def _stream(master, request, trace_ctx, requests=None, on_cancel=None):
         if requests is not None:
             located = _locations(master, plan, step_id, len(request.fetch))
         for i in sorted(located):   # first, so the client's pulls start while the tasks run
-            yield _Response(fetch_index=i, location=located[i])
+            yield _out(_Response(fetch_index=i, location=located[i]), raw)
         for i in range(len(request.fetch)):
             if i in located:
                 continue
             try:
-                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx)
+                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx, raw)
             except Exception as e:  # noqa: BLE001 - the step's own error is the better explanation
                 err = e if isinstance(e, errors.OpError) else errors.InternalError(
                     None, None, f"pulling fetch {request.fetch[i]!r} from {plan.routes.pulls[i][0]}: "
@@ -152,7 +156,7 @@ def _stream(master, request, trace_ctx, requests=None, on_cancel=None):
             raise step_err
         done = master_pb2.RunStepStreamResponse(done=True)
         master._fill_metadata(s, plan, options, results, done.metadata)
-        yield done
+        yield _out(done, raw)
         if requests is not None:   # until the client closes its side: relays of located fetches
             relayed = set()
             for msg in requests:
@@ -162,7 +166,7 @@ def _stream(master, request, trace_ctx, requests=None, on_cancel=None):
                         None, None, f"RunStepPull: after the step, a client may only ask once each for the "
                         f"relay of a located fetch (located: {sorted(located)}); got {msg}")
                 relayed.add(i)
-                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx)
+                yield from _relay(master, plan, request, i, step_id, pull_timeout_s, trace_ctx, raw)
         failed = False
     except errors.OpError as e:
         if isinstance(e, REFRESH_ERRORS):
@@ -187,16 +191,33 @@ def _locations(master, plan, step_id: int, n: int) -> dict:
     return out
 
 
-def _relay(master, plan, request, i: int, step_id: int, timeout_s: float, trace_ctx):
-    """Pulls fetch `i` from its task and yields it as RunStepStreamResponse chunks."""
+def _relay(master, plan, request, i: int, step_id: int, timeout_s: float, trace_ctx, raw=False):
+    """Pulls fetch `i` from its task and yields it as RunStepStreamResponse chunks (serialized when
+    `raw`)."""
     task, key = plan.routes.pulls[i]
     stream = _pull(master, task, step_id, key, timeout_s, trace_ctx)
+    tag = _fetch_index_field(i)
     for chunk in _read_ahead(master._pool, stream):
-        # A RunStepStreamResponse shares RecvTensorResponse's fields 1-6: parse the worker's bytes
-        # as one (no copy into a wrapper message) and tag the fetch.
-        msg = _Response.FromString(chunk if type(chunk) is bytes else chunk.SerializeToString())
+        # A RunStepStreamResponse shares RecvTensorResponse's fields 1-6: the worker's message is
+        # one, tagged with the fetch (raw: by appending the field, which copies the chunk once;
+        # else parsed as one, no copy into a wrapper message).
+        data = chunk if type(chunk) is bytes else chunk.SerializeToString()
+        if raw:
+            yield data + tag if tag else data
+            continue
+        msg = _Response.FromString(data)
         msg.fetch_index = i
         yield msg
+
+
+def _fetch_index_field(i: int) -> bytes:
+    """RunStepStreamResponse.fetch_index (field 7, varint) = i, serialized (b"" for 0, its default):
+    appended to a message's bytes, it sets the field (protobuf keeps a field's last value)."""
+    return b"\x38" + codec._varint_bytes(i) if i else b""
+
+
+def _out(msg, raw: bool):
+    return msg.SerializeToString() if raw else msg
 
 
 def _pull(master, task, step_id, key, timeout_s, trace_ctx):

@@ -109,7 +109,8 @@ class RecvTensorService:
             if answer is not None:
                 yield from answer
                 return
-        yield from codec.encode_recv_chunks(value, is_dead)
+        # (strings as chunks of their string-list encoding: no message holds a whole large string)
+        yield from codec.encode_recv_chunks(value, is_dead, string_list=True)
 
     def _wait_one(self, rdv, req, wait_s: float, on_cancel):
         """Waits up to `wait_s` for the value of `req.rendezvous_key`; returns (value, is_dead, error)."""
@@ -237,6 +238,7 @@ class RecvTensorService:
                     raise err
                 value = _on_host(ends[i], value, is_dead)
                 marker = _key_number_field(i + 1)
+                # (strings in string_val: the receiver counts each value's elements, `split_values`)
                 for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
                     yield chunk + marker if n == 0 else chunk
         finally:
@@ -296,7 +298,8 @@ class _PushedRecv:
             self._left.discard(i)
             last = not self._left
             try:
-                for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
+                for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead,
+                                                                   string_list=not self._many)):
                     self._emit(chunk + marker if n == 0 else chunk)
             except Exception as e:  # noqa: BLE001 - the connection broke: the call ends
                 self._left.add(i)

@@ -11,7 +11,13 @@ generator explicitly (a generator must not hold a context attached across its yi
 
 RecvTensor's responses leave as the bytes the worker serialized itself (`codec.encode_recv_chunks`:
 the payload copied once, or not at all for a variable's snapshot), so the servicer must be
-registered with `add_to_server`, which sets no response serializer for that method.
+registered with `add_to_server`, which sets no response serializer for that method. RunGraph's
+response holding a large value is a `tensor_requests.SplitMessage` (the value's bytes stay in the
+array): registered by `add_to_server`, it is serialized by joining its pieces, the value's one copy
+(the same-host channel calls its ``SerializeToString``); registered with the generated
+``add_WorkerServiceServicer_to_server``, it is made a protobuf message first. A response over the
+message limit is refused here, naming the value (`limits.check_response`), before gRPC would
+refuse it with no name.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import threading
 import time
 
 from kernflow.client import channels
+from kernflow.client import limits
+from kernflow.client import tensor_requests
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import rpc_method, status_for_exception
@@ -31,13 +39,34 @@ _log = logging.getLogger(__name__)
 
 # Methods whose handlers yield their responses already serialized (see `channels.add_servicer`).
 RAW_RESPONSES = ("RecvTensor",)
+# ... and those that gRPC's registration (`add_to_server`) also gets serialized (`_GrpcFace`).
+GRPC_RAW_RESPONSES = RAW_RESPONSES + ("RunGraph", "RunGraphStream")
 
 
 def add_to_server(servicer, server) -> None:
-    """Registers `servicer` (a `WorkerServicer`) on a `grpc.Server`, RecvTensor's responses raw."""
+    """Registers `servicer` (a `WorkerServicer`) on a `grpc.Server`, RecvTensor's responses raw and
+    RunGraph's serialized from the values' memory."""
     servicer.raw_responses = True
-    channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"], servicer,
-                          raw_responses=RAW_RESPONSES, split_requests=True)
+    channels.add_servicer(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
+                          _GrpcFace(servicer), raw_responses=GRPC_RAW_RESPONSES, split_requests=True)
+
+
+class _GrpcFace:
+    """A `WorkerServicer` as gRPC serves it: RunGraph's and RunGraphStream's responses serialized
+    here (`tensor_requests.serialize`: a SplitMessage's pieces joined, the values' one copy)."""
+
+    def __init__(self, servicer):
+        self._servicer = servicer
+
+    def __getattr__(self, name):
+        return getattr(self._servicer, name)
+
+    def RunGraph(self, request, context):
+        return tensor_requests.serialize(self._servicer.RunGraph(request, context))
+
+    def RunGraphStream(self, request_iterator, context):
+        for resp in self._servicer.RunGraphStream(request_iterator, context):
+            yield tensor_requests.serialize(resp)
 
 
 def serve_locally(servicer, name: str = "worker"):
@@ -144,11 +173,20 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             try:
                 resp = self._worker.run_graph(request, timeout=_remaining(context),
                                               on_cancel=context.add_callback)
+                resp = self._sendable(resp)
             except Exception as e:
                 self.run_stats.finished(e)
                 raise
         self.run_stats.finished()
         return resp
+
+    def _sendable(self, resp):
+        """`resp` checked against the message limit; a protobuf message unless `add_to_server`
+        registered this servicer (which serializes a SplitMessage itself)."""
+        if type(resp) is not tensor_requests.SplitMessage:   # (a small step's: nothing to check)
+            return resp
+        limits.check_response(resp, f"RunGraph on {getattr(self._worker, 'task_name', 'this worker')}")
+        return resp if self.raw_responses else tensor_requests.whole(resp)
 
     @rpc_method
     def RunGraphStream(self, request_iterator, context):
@@ -156,7 +194,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         # stream stays open for the next step. A refusal (`not_inline`: nothing ran) is no run.
         for request in request_iterator:
             try:
-                resp = self._worker.run_graph_inline(request)
+                resp = self._sendable(self._worker.run_graph_inline(request))
             except Exception as e:  # noqa: BLE001 - reported in the response
                 self.run_stats.finished(e)
                 status, details = status_for_exception(e)

@@ -52,7 +52,7 @@ from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client import transports as _transports
 from kernflow.client.protocol import PROTOCOL_VERSION
-from kernflow.client.tensor_requests import split_contents
+from kernflow.client.tensor_requests import SplitMessage, split_contents, with_tensors
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
@@ -64,7 +64,7 @@ from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
 from kernflow.core.runtime.rendezvous import create_key
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
-from kernflow.core.runtime.resource_mgr import Var
+from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
 from kernflow.worker.recv_tensor import RecvTensorService
 from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of
 from kernflow.worker.step_table import StepTable
@@ -461,6 +461,8 @@ class Worker(RecvTensorService):
                     None, None, f"feed {i} ({nt.name or '?'}) has dtype enum {t.dtype}, the "
                     f"graph expects {g.arg_dtypes[i]}")
             feeds.append(codec.proto_to_tensor(t, contents[i]))
+        if isinstance(req, SplitMessage):
+            req.release()   # (the received bytes are freed now, not when the response is sent)
         if g.inline is not None and not req.collect_stats and req.step_id not in self._steps \
                 and req.step_id not in self._table.aborted:
             # A cached small step (no step of this id was aborted here before it arrived).
@@ -520,13 +522,14 @@ class Worker(RecvTensorService):
 
     @staticmethod
     def _response(g: _Graph, recv_key, results, collector) -> worker_pb2.RunGraphResponse:
+        """The RunGraphResponse of `results`; a `SplitMessage` of it when a value is large (its
+        payload stays in the array until the response is serialized, a variable's live buffer
+        being copied now: `tensor_requests.with_tensors`). Read its values with
+        `tensor_requests.decode(resp, "recv")`."""
         resp = worker_pb2.RunGraphResponse()
-        recv = resp.recv
-        for name, v in zip(recv_key or g.retval_names, results):
-            codec.tensor_to_proto(v, out=recv.add(name=name).tensor)
         if collector is not None:
             collector.finalize(resp.step_stats, resp.cost_graph)
-        return resp
+        return with_tensors(resp, "recv", recv_key or g.retval_names, results, is_state_buffer)
 
     def _execute(self, g: _Graph, feeds, rdv: WorkerRendezvous, collector, limit_s):
         if rdv.error is not None:
