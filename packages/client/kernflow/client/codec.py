@@ -488,6 +488,35 @@ def _varint(buf, pos: int) -> tuple[int, int]:
 _CONTENT_FIELD = 3   # `content` in RecvTensorResponse and RunStepStreamResponse
 
 
+def wire_fields(buf, start: int, end: int):
+    """Yields (number, wire type, field start, value start, field end) of the protobuf fields
+    serialized in buf[start:end] (a length-delimited value spans value start to field end).
+
+    Raises:
+        ValueError: an unknown wire type, or a field running past `end`.
+    """
+    pos = start
+    while pos < end:
+        first = pos
+        tag, pos = _varint(buf, pos)
+        wire = tag & 7
+        value = pos
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 2:
+            length, value = _varint(buf, pos)
+            pos = value + length
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        if pos > end:
+            raise ValueError("truncated field")
+        yield tag >> 3, wire, first, value, pos
+
+
 def split_content(buf: bytes, message_class):
     """Parses a serialized chunk message except its `content` field (number 3), which it does not copy.
 
@@ -503,30 +532,14 @@ def split_content(buf: bytes, message_class):
     """
     mv = memoryview(buf)
     n = len(buf)
-    pos, span = 0, None
+    span = None
     try:
-        while pos < n:
-            start = pos
-            tag, pos = _varint(buf, pos)
-            wire = tag & 7
-            if wire == 0:
-                _, pos = _varint(buf, pos)
-            elif wire == 2:
-                length, pos = _varint(buf, pos)
-                if tag >> 3 == _CONTENT_FIELD:
-                    if span is not None:   # repeated (never written so): let protobuf merge it
-                        msg = message_class.FromString(buf)
-                        return msg, memoryview(msg.content)
-                    span = (start, pos, pos + length)
-                pos += length
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            else:
-                raise ValueError(f"unsupported wire type {wire}")
-        if pos != n:
-            raise ValueError("truncated field")
+        for number, wire, start, value, end in wire_fields(buf, 0, n):
+            if number == _CONTENT_FIELD and wire == 2:
+                if span is not None:   # repeated (never written so): let protobuf merge it
+                    msg = message_class.FromString(buf)
+                    return msg, memoryview(msg.content)
+                span = (start, value, end)
         if span is None:
             return message_class.FromString(buf), mv[0:0]
         head, body, end = span

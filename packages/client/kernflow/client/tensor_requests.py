@@ -376,29 +376,7 @@ def nest(outer, field: str, inner):
 
 
 # ---------------------------------------------------------------------------- parsing
-def _fields(buf, start: int, end: int):
-    """Yields (number, wire type, field start, value start, field end) of the fields in buf[start:end]."""
-    varint = codec._varint
-    pos = start
-    while pos < end:
-        first = pos
-        tag, pos = varint(buf, pos)
-        wire = tag & 7
-        value = pos
-        if wire == 0:
-            _, pos = varint(buf, pos)
-        elif wire == 2:
-            length, value = varint(buf, pos)
-            pos = value + length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        if pos > end:
-            raise ValueError("truncated field")
-        yield tag >> 3, wire, first, value, pos
+_fields = codec.wire_fields
 
 
 def _split_entry(buf, mv, start: int, end: int):
