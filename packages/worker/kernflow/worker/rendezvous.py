@@ -60,7 +60,6 @@ class WorkerRendezvous:
             ``submit``), ``transports`` (a `PeerTransports`) and ``recv_timeout_s``.
 
     Attributes:
-        states: the `Execution`s (runtime/execution.py) of this step currently running here (for `AbortStep`).
         active_runs: RunGraph calls of this step in progress.
         claimed: True once a RunGraph of the step got this rendezvous (before that, only RecvTensor
             calls waiting for the step's values use it: see `kernflow.worker.step_table`).
@@ -84,7 +83,6 @@ class WorkerRendezvous:
         self._prefetch: dict[str, object] = {}
         self._pull_ids = itertools.count()
         self._error: Exception | None = None
-        self.states: list = []
         self.active_runs = 0
         self.runs_done = 0
         self.claimed = False
@@ -188,7 +186,6 @@ class WorkerRendezvous:
             waiting = [cb for cb in self._prefetch.values() if callable(cb)]
             self._prefetch.clear()
             self._values.clear()
-            states = list(self.states)
         self.cancellation.cancel(error)
         for cbs in waiters.values():
             for cb in cbs:
@@ -197,9 +194,6 @@ class WorkerRendezvous:
             _call_quietly(cb, None, False, error)
         for cb in waiting:
             _call_quietly(cb, None, False, error)
-        for st in states:
-            st.abort(error)
-
     @property
     def error(self) -> Exception | None:
         """The abort error, or None while the step is healthy."""
@@ -253,21 +247,6 @@ class WorkerRendezvous:
                         del self._waiters[key]
                     return True
         return False
-
-    def add_states(self, states) -> None:
-        """Tracks running `Execution`s; aborts them at once if the step already failed."""
-        with self._lock:
-            err = self._error
-            if err is None:
-                self.states.extend(states)
-        if err is not None:
-            for st in states:
-                st.abort(err)
-
-    def remove_states(self, states) -> None:
-        with self._lock:
-            ids = {id(s) for s in states}
-            self.states = [s for s in self.states if id(s) not in ids]
 
     # ------------------------------------------------------------------ remote receives
     def _start_pull(self, key: str, send_device: str, callback, hold: set | None = None) -> None:

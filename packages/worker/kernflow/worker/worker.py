@@ -62,9 +62,10 @@ from kernflow.core.plugins import manager
 from kernflow.core.protobuf import graph_pb2
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
+from kernflow.core.runtime.partition_runner import Partition, PartitionRunner
 from kernflow.core.runtime.rendezvous import create_key
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
-from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
+from kernflow.core.runtime.resource_mgr import is_state_buffer
 from kernflow.worker.recv_tensor import RecvTensorService
 from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of
 from kernflow.worker.step_table import StepTable
@@ -104,11 +105,16 @@ class _Graph:
     # (rendezvous key, send device) of every _Recv with no inputs whose sender is another task: what
     # a step of the graph will pull at once, so it is pulled before the executor gets to it.
     prefetch: list = dataclasses.field(default_factory=list)
+    # Runs a step's plans here (the partition runner DirectSession uses too); built from `plans`.
+    runner: PartitionRunner | None = None
 
     def __post_init__(self):
-        if self.self_contained and len(self.plans) == 1:
+        self.runner = PartitionRunner(
+            [Partition(dp.plan, dp.arg_positions, dp.retval_positions) for dp in self.plans],
+            len(self.arg_dtypes), len(self.retval_names), read_variables=True)
+        if self.self_contained and self.runner.inline is not None:
             dp = self.plans[0]
-            if dp.plan.inline and dp.device.device_type == "CPU":
+            if dp.device.device_type == "CPU":
                 self.inline = dp
 
 
@@ -466,12 +472,7 @@ class Worker(RecvTensorService):
         if g.inline is not None and not req.collect_stats and req.step_id not in self._steps \
                 and req.step_id not in self._table.aborted:
             # A cached small step (no step of this id was aborted here before it arrived).
-            dp = g.inline
-            outs = dp.plan.run_inline([feeds[p] for p in dp.arg_positions],
-                                      _executor.StepContext(req.step_id, None, dp.device))
-            results = [None] * len(g.retval_names)
-            for pos, v in zip(dp.retval_positions, outs):
-                results[pos] = self._to_host(dp.device, v)
+            results = g.runner.inline(feeds, _executor.StepContext(req.step_id, None, g.inline.device))
             return self._response(g, recv_key, results, None)
         limits = [t for t in (req.timeout_in_ms / 1000.0 if req.timeout_in_ms > 0 else None,
                               self._timeout_ms / 1000.0 if self._timeout_ms > 0 else None,
@@ -532,97 +533,14 @@ class Worker(RecvTensorService):
         return with_tensors(resp, "recv", recv_key or g.retval_names, results, is_state_buffer)
 
     def _execute(self, g: _Graph, feeds, rdv: WorkerRendezvous, collector, limit_s):
-        if rdv.error is not None:
-            raise rdv.error
-        results = [None] * len(g.retval_names)
-        sync, dataflow = [], []
-        for dp in g.plans:
-            (sync if dp.plan.inline and collector is None else dataflow).append(dp)
-        if not dataflow and len(sync) == 1:
-            # One synchronous partition (a cached small step): run it here, without the
-            # bookkeeping that concurrent dataflow partitions need.
-            dp = sync[0]
-            try:
-                outs = dp.plan.run_inline(self._args(dp, feeds),
-                                          _executor.StepContext(rdv.step_id, rdv, dp.device))
-            except Exception as e:  # noqa: BLE001 - fails the whole step
-                err = e if isinstance(e, errors.OpError) else \
-                    errors.InternalError(None, None, f"{type(e).__name__}: {e}")
-                rdv.abort(err)
-                raise rdv.error or err from None
-            for pos, v in zip(dp.retval_positions, outs):
-                results[pos] = self._to_host(dp.device, v)
-            return results
-        lock = threading.Lock()
-        remaining = [len(dataflow)]
-        all_done = threading.Event()
-        states = []
-
-        def done(st):
-            if st.error is not None:
-                rdv.abort(st.error)
-            with lock:
-                remaining[0] -= 1
-                last = remaining[0] == 0
-            if last:
-                all_done.set()
-
-        for dp in dataflow:
-            ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, collector)
-            states.append(dp.plan.new_state(self._args(dp, feeds), ctx, done))
-        if not states:
-            all_done.set()
-        rdv.add_states(states)
-        failed = None
-        try:
-            for st in states:
-                st.start()
-            for dp in sync:
-                if rdv.error is not None:
-                    break
-                ctx = _executor.StepContext(rdv.step_id, rdv, dp.device, None)
-                try:
-                    outs = dp.plan.run_inline(self._args(dp, feeds), ctx)
-                except Exception as e:  # noqa: BLE001 - fails the whole step
-                    failed = e if isinstance(e, errors.OpError) else \
-                        errors.InternalError(None, None, f"{type(e).__name__}: {e}")
-                    rdv.abort(failed)
-                    break
-                for pos, v in zip(dp.retval_positions, outs):
-                    results[pos] = self._to_host(dp.device, v)
-            wait_s = None
-            if limit_s is not None:
-                wait_s = max(0.0, rdv.deadline - time.monotonic()) if rdv.deadline is not None else limit_s
-            if not all_done.wait(wait_s):
-                err = errors.DeadlineExceededError(
-                    None, None, f"step {rdv.step_id} on {self.task_name} timed out after "
-                    f"{limit_s * 1000:.0f} ms" + _waiting_on(states))
-                rdv.abort(err)
-                # Aborting wakes every Recv at once; a kernel that ignores cancellation finishes in
-                # the background.
-                all_done.wait(0.5)
-                raise err
-        finally:
-            rdv.remove_states(states)
-        if failed is not None or any(st.error is not None for st in states):
-            err = rdv.error or failed or next(st.error for st in states if st.error is not None)
-            raise err
-        for dp, st in zip(dataflow, states):
-            for pos, v in zip(dp.retval_positions, st.results()):
-                results[pos] = self._to_host(dp.device, v)
-        return results
-
-    @staticmethod
-    def _args(dp: _DevicePlan, feeds) -> list:
-        if dp.device.device_type == "CPU":
-            return [feeds[p] for p in dp.arg_positions]
-        return [dp.device.to_device(feeds[p]) for p in dp.arg_positions]
-
-    @staticmethod
-    def _to_host(device, v):
-        if isinstance(v, Var):
-            v = v.read()
-        return v if device.device_type == "CPU" else device.to_host(v)
+        """Runs the graph's plans for the step of `rdv` (`PartitionRunner.run`): aborted when the
+        step is (AbortStep, CleanupGraph, a failure here or the caller leaving), and at the step's
+        deadline when it has a time limit."""
+        if limit_s is None:
+            return g.runner.run(feeds, rdv, rdv.step_id, collector)
+        deadline = rdv.deadline if rdv.deadline is not None else time.monotonic() + limit_s
+        return g.runner.run(feeds, rdv, rdv.step_id, collector, deadline, f"step {rdv.step_id} on "
+                            f"{self.task_name} timed out after {limit_s * 1000:.0f} ms")
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
         """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""
@@ -703,9 +621,3 @@ def advertised_kernels(kernels, device_types) -> tuple[list, str]:
         lists.append(kl)
     body = worker_pb2.GetStatusResponse(kernels=lists).SerializeToString(deterministic=True)
     return lists, hashlib.sha256(body).hexdigest()[:32]
-
-
-def _waiting_on(states) -> str:
-    """Names the devices whose partitions had not finished, for the timeout message."""
-    names = [st.plan.device.name for st in states if not st.finished.is_set()]
-    return f" (partitions still running on {', '.join(names)})" if names else ""

@@ -6,17 +6,16 @@ import collections
 import itertools
 import os
 import threading
+import time
 import weakref
-
-import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
 from kernflow.core.runtime import fusion
-from kernflow.core.runtime import replay as _replay
 from kernflow.core.runtime.graph_execution_state import GraphExecutionState
+from kernflow.core.runtime.partition_runner import Partition, PartitionRunner
 from kernflow.core.runtime.placer import PlacementOptions
 from kernflow.core.runtime.plan_cache import plan_cache_size
 from kernflow.core.runtime.rendezvous import LocalRendezvous
@@ -29,7 +28,7 @@ _live_sessions: "weakref.WeakSet[DirectSession]" = weakref.WeakSet()
 
 
 class _Step:
-    """A compiled (feeds, fetches, targets) signature: one plan per partition.
+    """A compiled (feeds, fetches, targets) signature: one plan per partition, and their runner.
 
     Feeds and fetches sit in whichever partitions hold their `_Arg`/`_Retval` nodes; each plan
     knows the step-wide positions of its own (`ExecutorPlan.arg_indices`/`retval_indices`).
@@ -39,26 +38,11 @@ class _Step:
         self.plans = plans
         self.partition_graphs = partition_graphs
         self.num_fetches = num_fetches
-        self.run_inline = None   # fn(args, ctx) when one synchronous partition runs the step
-        self.replay = None   # replay.ReplayRunner when the step is captured and replayed
-        if len(plans) == 1 and plans[0].inline:
-            plan = plans[0]
-            run = plan.run_inline
-            if plan.arg_indices != list(range(num_feeds)) or plan.retval_indices != list(range(num_fetches)):
-                run = None
-            elif not getattr(plan.device, "has_device_memory", False):
-                def run(args, ctx, _inner=plan.run_inline):
-                    return _inner(_host_feeds(args), ctx)
-            elif plan.fetch_to_host is not None:
-                to_host = plan.fetch_to_host
-
-                def run(args, ctx, _inner=plan.run_inline):
-                    return [to_host(v) for v in _inner(args, ctx)]
-                # A device that can record a step's launches replays them in one call.
-                self.replay = _replay.maybe_runner(plan)
-                if self.replay is not None:
-                    run = self.replay
-            self.run_inline = run
+        self.runner = PartitionRunner([Partition.of(p) for p in plans], num_feeds, num_fetches)
+        # fn(args, ctx) when one synchronous partition runs the step (`PartitionRunner.inline`),
+        # and the replay.ReplayRunner behind it when the step is captured and replayed.
+        self.run_inline = self.runner.inline
+        self.replay = self.runner.replay
 
 
 def _graphs_by_device(step) -> dict:
@@ -184,7 +168,7 @@ class DirectSession:
             collector = None
         else:
             collector = StepStatsCollector(self.cost_model, _graphs_by_device(step)) if trace else None
-            results = self._run_dataflow(step, feed_values, collector, timeout)
+            results = self._run_partitions(step, feed_values, collector, timeout)
         if run_metadata is not None:
             if collector is not None:
                 collector.finalize(run_metadata.step_stats, run_metadata.cost_graph)
@@ -214,92 +198,23 @@ class DirectSession:
             return run_inline(values, _executor.StepContext(next(_step_ids), None, device))
         return run
 
-    def _run_dataflow(self, step, feed_values, collector, timeout_ms):
-        if len(step.plans) == 1 and timeout_ms <= 0:
-            return self._run_one_partition(step, step.plans[0], feed_values, collector)
+    def _run_partitions(self, step, feed_values, collector, timeout_ms):
+        """Runs a step that is not one inline partition (`PartitionRunner.run`), with a rendezvous of
+        its own that `close` aborts."""
         rdv = LocalRendezvous()
-        step_id = next(_step_ids)
-        states = []
-        remaining = [len(step.plans)]
-        all_done = threading.Event()
-        lock = threading.Lock()
-
-        def done(_state):
-            with lock:
-                remaining[0] -= 1
-                last = remaining[0] == 0
-            if _state.error is not None:
-                for s in states:
-                    s.abort(_state.error)
-            if last:
-                all_done.set()
-
-        for plan in step.plans:
-            ctx = _executor.StepContext(step_id, rdv, plan.device, collector)
-            args = [feed_values[i] for i in plan.arg_indices]
-            if not getattr(plan.device, "has_device_memory", False):
-                args = _host_feeds(args)
-            st = plan.new_state(args, ctx, done)
-            states.append(st)
-        with self._lock:
-            if self._closed:
-                raise errors.CancelledError(None, None, "Session has been closed.")
-            self._inflight.add(rdv)
-        timer = None
-        if timeout_ms > 0:
-            # Partitions may run on this thread (a long loop) before the wait below: a timer
-            # aborts the step at its deadline wherever it is.
-            timer = threading.Timer(timeout_ms / 1000.0, lambda: rdv.abort(errors.DeadlineExceededError(
-                None, None, f"Timed out after {timeout_ms} ms waiting for the step to finish")))
-            timer.daemon = True
-            timer.start()
-        try:
-            for st in states:
-                st.start()
-            return self._await_step(step, states, all_done, timeout_ms)
-        finally:
-            if timer is not None:
-                timer.cancel()
-            with self._lock:
-                self._inflight.discard(rdv)
-
-    def _run_one_partition(self, step, plan, feed_values, collector):
-        """A step of one partition with asynchronous kernels (queues) or control flow, without the
-        bookkeeping that joins several partitions (this is most of a queue op's step)."""
-        rdv = LocalRendezvous()
-        ctx = _executor.StepContext(next(_step_ids), rdv, plan.device, collector)
-        args = [feed_values[i] for i in plan.arg_indices]
-        if not getattr(plan.device, "has_device_memory", False):
-            args = _host_feeds(args)
-        st = plan.new_state(args, ctx)
         with self._lock:
             if self._closed:
                 raise errors.CancelledError(None, None, "Session has been closed.")
             self._inflight.add(rdv)
         try:
-            st.start()
-            st.finished.wait()
+            if timeout_ms > 0:
+                return step.runner.run(feed_values, rdv, next(_step_ids), collector,
+                                       time.monotonic() + timeout_ms / 1000.0,
+                                       f"Timed out after {timeout_ms} ms waiting for the step to finish")
+            return step.runner.run(feed_values, rdv, next(_step_ids), collector)
         finally:
             with self._lock:
                 self._inflight.discard(rdv)
-        if st.error is not None:
-            raise st.error
-        return _fetched(step, [st])
-
-    def _await_step(self, step, states, all_done, timeout_ms):
-        if not all_done.wait(timeout_ms / 1000.0 if timeout_ms > 0 else None):
-            err = errors.DeadlineExceededError(None, None, f"Timed out after {timeout_ms} ms waiting "
-                                               f"for the step to finish")
-            for s in states:
-                s.abort(err)
-            # Aborting wakes Recvs at once; give other in-flight kernels a moment, then return
-            # (a kernel that ignores cancellation finishes in the background).
-            all_done.wait(0.5)
-            raise err
-        for st in states:
-            if st.error is not None:
-                raise st.error
-        return _fetched(step, states)
 
     # ------------------------------------------------------------------ management
     def list_devices(self):
@@ -327,24 +242,6 @@ class DirectSession:
             d.resource_mgr.cleanup()
         self._steps.clear()
         self._kernel_cache.clear()
-
-
-def _fetched(step, states) -> list:
-    """The step's fetches in order, gathered from its finished partitions (on the host)."""
-    results = [None] * step.num_fetches
-    for st in states:
-        to_host = st.plan.fetch_to_host
-        for i, v in zip(st.plan.retval_indices, st.results()):
-            results[i] = to_host(v) if to_host is not None else v
-    return results
-
-
-def _host_feeds(values):
-    """Feeds for a partition in host memory: device arrays (cupy) fed by the caller come over."""
-    for v in values:
-        if type(v) is not np.ndarray and hasattr(v, "__cuda_array_interface__"):
-            return [v.get() if hasattr(v, "__cuda_array_interface__") else v for v in values]
-    return values
 
 
 def _move_args_to_consumers(graph_def, client_device: str) -> None:
