@@ -150,6 +150,31 @@ def test_a_worker_without_the_kernel_fails_placement_before_any_register_graph(m
     assert c.spies[T1].calls["run_graph"] == 1
 
 
+def test_an_op_no_task_has_a_kernel_for_fails_at_session_creation_and_extension(make_cluster):
+    c = make_cluster()
+    for task in (T0, T1):
+        _with_worker(c, task, _registry())   # neither task has HALF, whatever the master has
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.constant([1.0, 4.0])
+        y = _op(HALF, x)
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        c.session(g)   # CreateSession
+    msg = e.value.message
+    assert f"No OpKernel was registered to support Op '{HALF}' used by node {y.op.name}: none of the " \
+           f"session's tasks ({T0}, {T1}) advertises a kernel for it in GetStatus" in msg
+    assert f"Install the plugin on every worker and ps task that may run '{HALF}'" in msg
+    g2 = kf.Graph()
+    with g2.as_default():
+        x = kf.constant([1.0, 4.0])
+    s = c.session(g2)
+    with g2.as_default():
+        y = _op(HALF, x)
+    with pytest.raises(errors.InvalidArgumentError, match=f"Op '{HALF}' used by node {y.op.name}: none"):
+        s.run(y)   # ExtendSession
+    assert c.spies[T0].calls["register_graph"] == 0 and c.spies[T1].calls["register_graph"] == 0
+
+
 def test_an_op_naming_no_task_runs_on_the_client_task_and_the_error_says_so(make_cluster):
     c = make_cluster()
     _with_worker(c, T0, _registry())
@@ -182,7 +207,7 @@ def test_a_dtype_constrained_kernel_is_matched_against_the_node(make_cluster):
            f"T in [float32] on {T1}." in msg
 
 
-def test_the_kernel_list_is_asked_for_by_device_refreshes_only_and_sent_once(make_cluster):
+def test_the_kernel_list_is_sent_once_then_only_its_digest(make_cluster):
     c = make_cluster()
     g = kf.Graph()
     with g.as_default():
@@ -194,11 +219,12 @@ def test_the_kernel_list_is_asked_for_by_device_refreshes_only_and_sent_once(mak
         s.run(y, {x: [1.0, 2.0]})
     spy = c.spies[T1]
     asked = [r for r in spy.requests["get_status"] if r is not None and r.list_kernels]
-    waits = [r for r in spy.requests["get_status"] if r is None or not r.list_kernels]
-    assert len(asked) == 3 and waits   # CreateSession's wait for the tasks does not ask
+    # CreateSession's wait for the tasks asks (the graph's op types are checked then), and so
+    # does each device refresh
+    assert len(asked) == 4
     assert asked[0].kernels_digest == ""
     digest = spy.inner.get_status(asked[0]).kernels_digest
-    assert [r.kernels_digest for r in asked[1:]] == [digest, digest]
+    assert [r.kernels_digest for r in asked[1:]] == [digest] * 3
     assert not spy.inner.get_status(asked[1]).kernels   # answered with the digest alone
 
 

@@ -20,6 +20,7 @@ import threading
 
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import dtypes
+from kernflow.core.framework import errors
 from kernflow.core.runtime.placer import KernelSupport, dtype_attrs_str
 
 from kernflow.client.protobuf import worker_pb2
@@ -123,6 +124,31 @@ class ClusterKernels:
     def of(self, task: str) -> TaskKernels | None:
         """What `task` advertised, or None when it was never asked."""
         return self._by_task.get(task)
+
+    def check_graph(self, nodes, tasks) -> None:
+        """At session creation and extension (as TF's master places the graph then): a node whose op
+        type no task of the session has any kernel for, on any device type, fails now, before any
+        step. (Which devices a node may use, and its dtypes, are decided at placement, the first
+        step's.) Tasks never asked for their kernels are not judged.
+
+        Raises:
+            InvalidArgumentError: naming the first such node, its op and the tasks.
+        """
+        known = [self._by_task.get(t) for t in tasks]
+        if not tasks or any(k is None for k in known):
+            return
+        have: set = set()
+        for k in {id(k): k for k in known}.values():
+            for t in k.by_type.values():
+                have.update(t._free, t._constrained)
+        for nd in nodes:
+            if nd.op not in have:
+                raise errors.InvalidArgumentError(
+                    None, None, f"No OpKernel was registered to support Op '{nd.op}' used by node "
+                    f"{nd.name}: none of the session's tasks ({', '.join(sorted(tasks))}) advertises a "
+                    f"kernel for it in GetStatus, so the plugin that provides it is not installed "
+                    f"there, or was installed after they started. Install the plugin on every worker "
+                    f"and ps task that may run '{nd.op}', and restart them.")
 
     def has_kernel(self, device, op_type: str, attrs: dict) -> bool:
         """Whether `device` (a `RemoteDevice`) has a kernel matching the node, by its task's list."""

@@ -286,6 +286,7 @@ class Master:
         limit = [t for t in (deadline_s, s.config.operation_timeout_in_ms / 1000.0 if s.config is not None
                              and s.config.operation_timeout_in_ms > 0 else None) if t is not None]
         self._wait_for_tasks(tasks, min(limit) if limit else None, cancelled)
+        self._kernels.check_graph(request.graph_def.node, tasks)
         with self._lock:
             self._sessions[handle] = s
         self._gc.start()
@@ -298,12 +299,13 @@ class Master:
         next_log = start + WAIT_LOG_S
         pause = 0.1
         while True:
-            got = self._call_tasks(tasks, "get_status", lambda t: worker_pb2.GetStatusRequest(),
+            got = self._call_tasks(tasks, "get_status", self._kernels.request,
                                    min(self.rpc_timeout_s, timeout_s or self.rpc_timeout_s))
             missing = [t for t in tasks if got[t][1] is not None]
             for t in tasks:
                 if got[t][1] is None:   # a task that answers in another protocol fails at once
                     check_peer(got[t][0].protocol_version, f"Task {t}")
+                    self._kernels.observe(t, got[t][0])
             if not missing:
                 return
             now = time.monotonic()
@@ -336,6 +338,7 @@ class Master:
                     f"the session's graph version {s.version}: the session was extended by another "
                     "client; create a new session")
             check_graph(request.graph_def, s.graph_def)
+            self._kernels.check_graph(request.graph_def.node, self._tasks_for(s.filters))
             s.graph_def.node.extend(request.graph_def.node)
             if request.graph_def.HasField("versions") and not s.graph_def.HasField("versions"):
                 s.graph_def.versions.CopyFrom(request.graph_def.versions)
