@@ -492,6 +492,9 @@ def wire_fields(buf, start: int, end: int):
     """Yields (number, wire type, field start, value start, field end) of the protobuf fields
     serialized in buf[start:end] (a length-delimited value spans value start to field end).
 
+    (`split_content`, on every RecvTensor chunk, walks its few fields inline instead: the generator
+    costs it ~1.5 of ~8 us per message.)
+
     Raises:
         ValueError: an unknown wire type, or a field running past `end`.
     """
@@ -532,14 +535,30 @@ def split_content(buf: bytes, message_class):
     """
     mv = memoryview(buf)
     n = len(buf)
-    span = None
+    pos, span = 0, None
     try:
-        for number, wire, start, value, end in wire_fields(buf, 0, n):
-            if number == _CONTENT_FIELD and wire == 2:
-                if span is not None:   # repeated (never written so): let protobuf merge it
-                    msg = message_class.FromString(buf)
-                    return msg, memoryview(msg.content)
-                span = (start, value, end)
+        while pos < n:
+            start = pos
+            tag, pos = _varint(buf, pos)
+            wire = tag & 7
+            if wire == 0:
+                _, pos = _varint(buf, pos)
+            elif wire == 2:
+                length, pos = _varint(buf, pos)
+                if tag >> 3 == _CONTENT_FIELD:
+                    if span is not None:   # repeated (never written so): let protobuf merge it
+                        msg = message_class.FromString(buf)
+                        return msg, memoryview(msg.content)
+                    span = (start, pos, pos + length)
+                pos += length
+            elif wire == 1:
+                pos += 8
+            elif wire == 5:
+                pos += 4
+            else:
+                raise ValueError(f"unsupported wire type {wire}")
+        if pos != n:
+            raise ValueError("truncated field")
         if span is None:
             return message_class.FromString(buf), mv[0:0]
         head, body, end = span
