@@ -17,10 +17,12 @@ import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.runtime import execution
 from kernflow.core.runtime import loops
-from kernflow.core.runtime.execution import DATAFLOW, EXECUTORS, FRAMES, REFERENCE, STRAIGHT_LINE
+from kernflow.core.runtime.execution import (DATAFLOW, EXECUTORS, FRAMES, REFERENCE, SEGMENTED,
+                                             STRAIGHT_LINE)
 from kernflow.core.runtime.rendezvous import LocalRendezvous
 
 TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2})
+THREE_CPUS = kf.ConfigProto(device_count={"CPU": 3})
 
 
 # ---------------------------------------------------------------------------- the graphs
@@ -132,8 +134,46 @@ def _two_devices():
     return [b, c], {x: r.randn(16, 16).astype(np.float32)}
 
 
+def _sharded_training():
+    """Weights on two devices, the model on a third: Recvs with different keys, gradients sent
+    back, updates whose control outputs return (an asynchronous-training worker's partition)."""
+    r = np.random.RandomState(7)
+    x = kf.placeholder(kf.float32, [8, 6], name="x")
+    with kf.device("/cpu:1"):
+        w1 = kf.Variable(r.randn(6, 5).astype(np.float32), name="w1")
+        b1 = kf.Variable(np.zeros(5, np.float32), name="b1")
+    with kf.device("/cpu:2"):
+        w2 = kf.Variable(r.randn(5, 3).astype(np.float32), name="w2")
+    with kf.device("/cpu:0"):
+        h = kf.tanh(kf.matmul(x, w1) + b1)
+        loss = kf.reduce_mean(kf.square(kf.matmul(h, w2)))
+        train = kf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with kf.device("/cpu:1"), kf.control_dependencies([train]):
+        after = kf.identity(w1)
+    with kf.device("/cpu:0"), kf.control_dependencies([train]):
+        done = kf.identity(loss)
+    return [done, after], {x: r.randn(8, 6).astype(np.float32)}
+
+
+def _control_from_another_device():
+    """A Recv of a control edge only, and a Recv started after another Recv arrived."""
+    r = np.random.RandomState(7)
+    x = kf.placeholder(kf.float32, [4], name="x")
+    with kf.device("/cpu:1"):
+        v = kf.Variable(np.ones(4, np.float32), name="v")
+        bump = kf.assign_add(v, x)
+    with kf.device("/cpu:0"):
+        with kf.control_dependencies([bump]):
+            y = kf.identity(x * 2.0)
+        z = y + kf.reduce_sum(x)
+    with kf.device("/cpu:1"):
+        w = bump * 1.0 + z
+    return [y, z, w], {x: r.randn(4).astype(np.float32)}
+
+
 ALL = set(EXECUTORS)
 SCHEDULED = {DATAFLOW, FRAMES}
+RECVS = {SEGMENTED, DATAFLOW, FRAMES}
 # name: (graph builder, session config, the executors some partition of it must go through)
 CASES = {
     "elementwise": (_elementwise, None, ALL),
@@ -148,7 +188,9 @@ CASES = {
     "while_loop": (_while_loop, None, ALL),         # (its loop compiled: every executor)
     "nested_while": (_nested_while, None, ALL),
     "while_gradient": (_while_gradient, None, ALL),
-    "two_devices": (_two_devices, TWO_CPUS, SCHEDULED),
+    "two_devices": (_two_devices, TWO_CPUS, RECVS),
+    "sharded_training": (_sharded_training, THREE_CPUS, RECVS),
+    "control_from_another_device": (_control_from_another_device, TWO_CPUS, RECVS),
 }
 
 
@@ -343,7 +385,7 @@ def test_an_executor_that_cannot_run_a_plan_is_refused_by_name():
                 plan.new_state(values, ctx, executor=ex)
         with pytest.raises(errors.InvalidArgumentError,
                            match="the 'fast' executor .* no such executor \\(expected one of "
-                                 "straight_line, dataflow, frames\\)"):
+                                 "straight_line, segmented, dataflow, frames\\)"):
             plan.new_state(values, ctx, executor="fast")
         with pytest.raises(errors.InternalError, match="does not run inline"):
             plan.run_inline(values, execution.StepContext(1, None, plan.device))

@@ -1,6 +1,6 @@
 """The executor interface: one run of a compiled partition (`ExecutorPlan`) for one step.
 
-Three executors run a plan, and each run is an `Execution` with the same four methods:
+Four executors run a plan, and each run is an `Execution` with the same four methods:
 
 * **frames** (`control_flow_executor.FrameDataflowState`) — the frame-aware dataflow executor:
   pending counts per frame and iteration, dead tensors, Switch/Merge/Enter/Exit/NextIteration. It
@@ -12,12 +12,17 @@ Three executors run a plan, and each run is an `Execution` with the same four me
 * **dataflow** (`dataflow_executor.DataflowState`) — the whitepaper's executor without frames:
   one pending count per node. It runs any plan without control-flow primitives, asynchronous
   kernels (Recv, queues) included.
+* **segmented** (`segmented.SegmentedExecution`) — the plan cut into straight-line segments, one
+  per set of Recvs its nodes wait for, each run as soon as those Recvs arrived. It runs a plan
+  without control flow whose only asynchronous kernels are Recvs (a worker's partition), and is
+  what such a plan runs on unless the step collects per-node stats.
 * **straight_line** (`straight_line.StraightLineExecution`) — the plan compiled to one Python
   function calling the kernels in topological order. It runs a plan with neither asynchronous
   kernels nor control flow, on the thread that calls `start`.
 
 A caller asks a plan for a run (`ExecutorPlan.new_state(args, ctx, done, executor=...)`; by default
-the frames executor for a plan with control flow, else the dataflow one) and drives it through:
+the frames executor for a plan with control flow, the segmented one for a plan that has it
+(`ExecutorPlan.segments`) when no stats are collected, else the dataflow one) and drives it through:
 
 * ``start()`` — begins the step; a straight line runs it to the end here, the dataflow executors
   run ready kernels on this thread and on the inter-op pool and may return before the step ends.
@@ -45,13 +50,14 @@ import threading
 from kernflow.core.framework import errors
 from kernflow.core.runtime import cancellation as _cancellation
 
-__all__ = ["DATAFLOW", "EXECUTORS", "FRAMES", "REFERENCE", "STRAIGHT_LINE", "Execution",
+__all__ = ["DATAFLOW", "EXECUTORS", "FRAMES", "REFERENCE", "SEGMENTED", "STRAIGHT_LINE", "Execution",
            "StepContext", "node_error"]
 
 STRAIGHT_LINE = "straight_line"
+SEGMENTED = "segmented"
 DATAFLOW = "dataflow"
 FRAMES = "frames"
-EXECUTORS = (STRAIGHT_LINE, DATAFLOW, FRAMES)
+EXECUTORS = (STRAIGHT_LINE, SEGMENTED, DATAFLOW, FRAMES)
 # The executor whose behaviour the others must reproduce.
 REFERENCE = FRAMES
 

@@ -36,8 +36,9 @@ from kernflow.core.runtime import control_flow_executor as _cfe
 from kernflow.core.runtime import loops as _loops
 from kernflow.core.runtime.control_flow_executor import ControlFlowInfo, FrameDataflowState
 from kernflow.core.runtime.dataflow_executor import DataflowState
-from kernflow.core.runtime.execution import (DATAFLOW, EXECUTORS, FRAMES, STRAIGHT_LINE, Execution,
-                                             StepContext)
+from kernflow.core.runtime.execution import (DATAFLOW, EXECUTORS, FRAMES, SEGMENTED, STRAIGHT_LINE,
+                                             Execution, StepContext)
+from kernflow.core.runtime import segmented as _segmented
 from kernflow.core.runtime.memory_types import MemoryTypes
 from kernflow.core.runtime.straight_line import StraightLineExecution, compile_straight_line
 
@@ -216,6 +217,7 @@ class ExecutorPlan:
         self._frames_info = None
         self._async = None        # (any asynchronous kernel: computed on first use)
         self.straight_line = None
+        self.segments = None      # the `segmented.SegmentedProgram` a non-inline plan runs on
         self.inline = False
         self.inline_executor = None
         self.dataflow_compute = [n.compute for n in nodes]
@@ -244,7 +246,9 @@ class ExecutorPlan:
             return (FRAMES,)
         if self._async is None:
             self._async = any(n.is_async for n in self.nodes)
-        return (DATAFLOW, FRAMES) if self._async else EXECUTORS
+        if not self._async:
+            return EXECUTORS
+        return (SEGMENTED, DATAFLOW, FRAMES) if _segmented.can_segment(self) else (DATAFLOW, FRAMES)
 
     def new_state(self, args, ctx: StepContext, done=None, executor: str | None = None) -> Execution:
         """A run of this plan for one step, behind the executor interface (begun by `start()`).
@@ -262,6 +266,8 @@ class ExecutorPlan:
         if executor is None:
             if self.control_flow is not None:
                 return FrameDataflowState(self, args, ctx, done)
+            if self.segments is not None and ctx.collector is None:
+                return _segmented.SegmentedExecution(self, args, ctx, done)
             return DataflowState(self, args, ctx, done)
         if executor not in self.executors():
             if executor not in EXECUTORS:
@@ -275,6 +281,10 @@ class ExecutorPlan:
             return FrameDataflowState(self, args, ctx, done)
         if executor == DATAFLOW:
             return DataflowState(self, args, ctx, done)
+        if executor == SEGMENTED:
+            if self.segments is None:
+                self.segments = _segmented.compile_segments(self, self._inplace, RELEASE_INTERMEDIATES)
+            return _segmented.SegmentedExecution(self, args, ctx, done)
         if self.straight_line is None:
             self.straight_line = compile_straight_line(self, self._inplace, RELEASE_INTERMEDIATES)
         return StraightLineExecution(self, args, ctx, done)
@@ -543,7 +553,9 @@ def choose_executor(plan: ExecutorPlan, force_dataflow: bool = False,
     A plan with control flow first has its simple loop frames compiled into loop nodes
     (`loops.py`; `compile_loops` None: unless ``KERNFLOW_COMPILE_LOOPS=0``), and never runs inline:
     a loop node must see the step's cancellation. A plan with asynchronous kernels, or
-    `force_dataflow`, does not run inline either. Any other plan is compiled to a straight line and
+    `force_dataflow`, does not run inline either; one whose asynchronous kernels are all Recvs runs
+    as straight-line segments (`segmented.py`, `ExecutorPlan.segments`) unless two independent
+    always-expensive kernels can use the pool. Any other plan is compiled to a straight line and
     runs inline (`ExecutorPlan.run_inline`): as a straight line, or as a dataflow run when two
     independent kernels registered as always expensive can use a pool of several threads.
     Size-dependent expensive kernels (matmul, conv) stay on the straight line: measured here,
@@ -558,6 +570,11 @@ def choose_executor(plan: ExecutorPlan, force_dataflow: bool = False,
     if force_dataflow or had_control_flow or any(n.is_async for n in nodes):
         # The dataflow executor forwards buffers as the straight line does.
         plan.dataflow_compute = [n.inplace if n.id in plan._inplace else n.compute for n in nodes]
+        if not force_dataflow and not had_control_flow and _segmented.ENABLED \
+                and _segmented.can_segment(plan) \
+                and not (plan.pool is not None and plan.pool.num_threads > 1
+                         and _has_parallel_expensive(nodes, static_only=True)):
+            plan.segments = _segmented.compile_segments(plan, plan._inplace, RELEASE_INTERMEDIATES)
         return plan
     plan.straight_line = compile_straight_line(plan, plan._inplace, RELEASE_INTERMEDIATES)
     pool = plan.pool
