@@ -1,4 +1,5 @@
-"""Direct feed/fetch routes (`step_routes`) and streamed steps (`Master.run_step_stream`), in process."""
+"""Direct feed/fetch routes (feeds and fetches placed before partitioning, `task_routes`) and
+streamed steps (`Master.run_step_stream`), in process."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kernflow.client import tensor_requests
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.core.framework import errors
 from kernflow.core.protobuf import config_pb2
-from kernflow.master.step_routes import CLIENT_DEVICE
+from kernflow.master.task_routes import CLIENT_DEVICE
 
 T0 = "/job:worker/replica:0/task:0"
 T1 = "/job:worker/replica:0/task:1"
@@ -79,7 +80,7 @@ def test_a_step_on_another_task_runs_only_there(make_cluster):
     assert not c.spies[T1].inner._steps   # the worker dropped the finished steps' state itself
 
 
-def test_routes_keep_partitions_whose_endpoints_are_shared(make_cluster):
+def test_a_shared_feed_enters_each_task_and_a_shared_fetch_returns_from_its_producer(make_cluster):
     c = make_cluster(local_task=T0)
     g = kf.Graph()
     with g.as_default():
@@ -92,9 +93,11 @@ def test_routes_keep_partitions_whose_endpoints_are_shared(make_cluster):
     np.testing.assert_array_equal(got_y, [2.0, 3.0])
     np.testing.assert_array_equal(got_z, [2.0, 6.0])
     parts = _partitions(s, [y, z], {x: [1.0, 2.0]})
-    ops = sorted(nd.op for p in parts for nd in p.values() if nd.op.startswith("_"))
-    # x enters task 0 (used there), is sent to task 1; y comes back to task 0 (used there).
-    assert ops == ["_Arg", "_Recv", "_Recv", "_Retval", "_Retval", "_Send", "_Send"]
+    by_task = {task: sorted(nd.op for p in parts for nd in p.values()
+                            if nd.op.startswith("_") and nd.device.startswith(task)) for task in (T0, T1)}
+    # x enters both tasks; y returns from task 1 and is sent to task 0 (used there); z returns from 0.
+    assert by_task == {T0: ["_Arg", "_Recv", "_Retval"], T1: ["_Arg", "_Retval", "_Send"]}
+    assert c.spies[T0].calls["recv_tensor"] == 0   # nobody pulls the feed from task 0
 
 
 def test_a_feed_used_on_two_tasks_goes_to_both(make_cluster):
@@ -109,6 +112,27 @@ def test_a_feed_used_on_two_tasks_goes_to_both(make_cluster):
     s = c.session(g)
     assert s.run([a, b], {x: 2.0}) == [3.0, 6.0]
     assert c.spies[T0].calls["run_graph"] == 0
+
+
+def test_a_feed_used_on_two_devices_of_a_task_enters_it_once(make_cluster):
+    from kernflow.core.protobuf import config_pb2 as cp
+    from kernflow.worker.worker import Worker
+    c = make_cluster(local_task=T0)
+    spy = c.spies[T1]
+    spy.inner.close()
+    spy.inner = Worker("worker", 1, config=cp.ConfigProto(device_count={"CPU": 2}), resolver=c.resolve)
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        with kf.device("/job:worker/task:1/device:CPU:0"):
+            a = x + 1.0
+        with kf.device("/job:worker/task:1/device:CPU:1"):
+            b = x * 3.0
+    s = c.session(g)
+    assert s.run([a, b], {x: 2.0}) == [3.0, 6.0]
+    assert c.spies[T0].calls["run_graph"] == 0
+    (send,) = spy.requests["run_graph"][0].send    # one value, handed to both devices' partitions
+    assert send.name == "x:0"
 
 
 def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
@@ -132,11 +156,12 @@ def test_streamed_step_pulls_each_fetch_from_its_task(make_cluster):
     assert values[3].tolist() == [b"a", b"bc"]
     assert values[0].flags.writeable and not done.HasField("metadata")
     assert sum(m.fetch_index == 0 for m in msgs[:-1]) == (12 << 20) // codec.CHUNK_BYTES
-    # The master pulled v and w from task 1, small and words from task 0; task 1 pulled x from
-    # task 0 (x is used on both tasks, so it enters on task 0).
-    assert c.spies[T1].calls["recv_tensor"] == 2 and c.spies[T0].calls["recv_tensor"] == 3
-    sends = [nd for pg in _stream_partitions(c.master, req) for nd in pg.node if nd.op == "_Send"]
-    assert sum(nd.attr["recv_device"].s.decode() == CLIENT_DEVICE for nd in sends) == 2  # small, words
+    # The master pulled v and w from task 1, small and words from task 0; x went straight to both
+    # tasks (used on both), so no task pulled it from another.
+    assert c.spies[T1].calls["recv_tensor"] == 2 and c.spies[T0].calls["recv_tensor"] == 2
+    sends = {nd.attr["index"].i: nd.device for pg in _stream_partitions(c.master, req) for nd in pg.node
+             if nd.op == "_Send" and nd.attr["recv_device"].s.decode() == CLIENT_DEVICE}
+    assert {i: d.startswith(T1) for i, d in sends.items()} == {0: True, 1: False, 2: True, 3: False}
     # A pulled variable value is a snapshot: updating the variable does not change it.
     s.run(targets=[v.assign(big * 0)])
     np.testing.assert_array_equal(values[0], big)
@@ -161,7 +186,7 @@ def test_streamed_step_with_metadata_targets_and_no_fetches(make_cluster):
     values, done, _ = _streamed(c.master, _request(s, [v.value()], options=opts))
     assert values[0] == 5.0
     assert len(done.metadata.step_stats.dev_stats) >= 1 and len(done.metadata.partition_graphs) >= 1
-    # v's value is pulled from task 1's _Send (to task 0's CPU, as core partitioned it): task 0
+    # v's value is pulled from task 1's _Send (to the master, placed before partitioning): task 0
     # has no part in the step.
     assert [pg.node[0].device.startswith(T1) for pg in done.metadata.partition_graphs] == [True]
     assert c.spies[T1].calls["recv_tensor"] == 1 and c.spies[T0].calls["run_graph"] == 0

@@ -65,12 +65,14 @@ def g():
 
 def test_graph_over_two_cpus_uses_send_recv(g):
     x = kf.placeholder(kf.float32, [3], name="x")
+    with kf.device("/cpu:0"):
+        w = x - 1.0
     with kf.device("/cpu:1"):
-        y = x + 1.0
+        y = w + 2.0 + 0.0 * x
         v = kf.Variable(np.zeros(3, np.float32), name="v")
         upd = v.assign_add(y)
     with kf.device("/cpu:0"):
-        z = y + v.value() + 0.0 * x  # x feeds both devices: its _Arg stays on the client's
+        z = y + v.value() + 0.0 * x
     opts = kf.RunOptions(output_partition_graphs=True)
     md = kf.RunMetadata()
     with kf.Session(config=TWO_CPUS) as s:
@@ -83,6 +85,10 @@ def test_graph_over_two_cpus_uses_send_recv(g):
     assert set(parts) == {(CPU0,), (CPU1,)}
     assert "_Send" in parts[(CPU0,)] and "_Recv" in parts[(CPU1,)]
     assert "_Recv" in parts[(CPU0,)] and "_Send" in parts[(CPU1,)]
+    # x feeds both devices: each has an _Arg of it, and x itself crosses no device.
+    assert parts[(CPU0,)].count("_Arg") == 1 and parts[(CPU1,)].count("_Arg") == 1
+    sent = [n.attr["tensor_name"].s for p in md.partition_graphs for n in p.node if n.op == "_Send"]
+    assert not any(t.startswith(b"_arg_") for t in sent), sent
     # One Recv per (tensor, destination) however many consumers.
     recvs = [n for p in md.partition_graphs for n in p.node if n.op == "_Recv"]
     assert len({(n.attr["tensor_name"].s, n.device) for n in recvs}) == len(recvs)

@@ -26,7 +26,7 @@ def run_step_response(fetch, fetches_by_task: dict, results: dict):
     Args:
         fetch: the fetched tensor names (``RunStepRequest.fetch``).
         fetches_by_task: task -> the indices into `fetch` of the values its RunGraph returns, in
-            the order of its response's ``recv`` (`step_routes.Routes.fetches`).
+            the order of its response's ``recv`` (`task_routes.Routes.fetches`).
         results: task -> its RunGraphResponse (a protobuf message or a `SplitMessage`).
 
     Returns:

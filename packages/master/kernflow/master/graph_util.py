@@ -4,7 +4,8 @@
   distributed placement: unconstrained ops stay on the master's own task), decided per colocation
   group so a variable's initializer follows the variable to its parameter server.
 * `group_by_task`: core's `partition` returns one GraphDef per device; a worker receives one
-  GraphDef per task, holding the partitions of all its devices.
+  GraphDef per task, holding the partitions of all its devices (feeds and fetches already sit where
+  they are used and made: `task_routes` reads them off).
 * `check_graph`: what CreateSession and ExtendSession refuse (nameless or duplicate nodes, unknown
   ops, inputs naming no node or an output their producer does not have, a wrong input count).
 """
@@ -67,33 +68,22 @@ def apply_default_task(graph_def, task: str):
 
 
 def group_by_task(parts: dict) -> dict:
-    """Merges core's per-device partitions into one GraphDef per task.
+    """Merges core's per-device partitions into one GraphDef per task (empty partitions left out).
 
-    Core names a `_Send` after the tensor and the last component of the receiving device, so one
-    producer sending a tensor to CPU:0 of two tasks yields two nodes of the same name; the
-    duplicates get the full receiving device appended (nothing refers to a `_Send` by name).
+    Core names its `_Send`/`_Recv` nodes after the full receiving device, so the node names of all
+    partitions of a step are distinct and the merge is a plain concatenation.
     """
     from kernflow.core.protobuf import graph_pb2
     by_task: dict[str, graph_pb2.GraphDef] = {}
     for dev in sorted(parts):
+        if not len(parts[dev].node):
+            continue
         task = task_of(dev)
         g = by_task.get(task)
         if g is None:
             g = by_task[task] = graph_pb2.GraphDef()
             g.versions.CopyFrom(parts[dev].versions)
-        seen = {}
-        for nd in parts[dev].node:
-            if nd.op == "_Send":
-                seen[nd.name] = seen.get(nd.name, 0) + 1
-        dup = {n for n, k in seen.items() if k > 1}
-        for nd in parts[dev].node:
-            new = g.node.add()
-            new.CopyFrom(nd)
-            if nd.name in dup:
-                recv = nd.attr["recv_device"].s
-                recv = recv.decode() if isinstance(recv, bytes) else recv
-                safe = "".join(ch if ch.isalnum() else "_" for ch in recv.strip("/"))
-                new.name = f"{nd.name}__{safe}"
+        g.node.extend(parts[dev].node)
     return by_task
 
 

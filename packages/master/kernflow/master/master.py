@@ -43,7 +43,6 @@ from kernflow.client.graph_stream import NotInline
 from kernflow.client.protocol import PROTOCOL_VERSION, check_peer
 from kernflow.client.protobuf import master_pb2, worker_pb2
 from kernflow.client.tensor_requests import forward_tensors
-from kernflow.master import step_routes
 from kernflow.master.fetch_responses import run_step_response
 from kernflow.master.devices import (RemoteDevice, TaskCostModel, canonical_task,
                                      device_sort_key, task_of, task_sort_key)
@@ -51,8 +50,8 @@ from kernflow.master.graph_util import apply_default_task, check_graph, group_by
 from kernflow.master.kernel_support import ClusterKernels, SessionKernels
 from kernflow.master.session_gc import SessionGC
 from kernflow.master.step_errors import REFRESH_ERRORS, as_op_error, blame_unreachable, name_task
-from kernflow.master.step_routes import Routes
 from kernflow.master.task_health import TaskHealth
+from kernflow.master.task_routes import CLIENT_DEVICE, Routes, read_routes
 from kernflow.master.task_step import TaskStep, deadline_error
 from kernflow.master.threads import ElasticPool, call_all
 
@@ -502,10 +501,13 @@ class Master:
             if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
                 self._refresh_devices(s)
             feeds, fetches, targets = sig
+            # Feeds and fetches are placed before partitioning (one `_Arg` per feed and task: a
+            # worker takes one value per index); a pulled step's fetches are `_Send`s to us.
             _, parts = s.state.step(self._placed(s), feeds, fetches, targets, s.client_device,
-                                    s.by_name, s.incarnations)
-            graphs, routes = step_routes.route(group_by_task(parts), task_of(s.client_device), pull,
-                                               s.incarnations)
+                                    s.by_name, s.incarnations, one_arg_per_task=True,
+                                    pull_device=CLIENT_DEVICE if pull else None)
+            graphs = group_by_task(parts)
+            routes = read_routes(graphs)
             tasks = sorted(graphs, key=task_sort_key)
             got = self._call_tasks(
                 tasks, "register_graph",

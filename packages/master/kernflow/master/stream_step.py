@@ -3,9 +3,10 @@
 Large fetches through RunStep cross the wire as whole TensorProtos, twice (worker -> master in the
 RunGraph response, master -> client in the RunStep response), each a single message that gRPC and
 protobuf copy several times. In a streamed step every fetch stays in the rendezvous of the task that
-produced it (`step_routes`, ``pull=True``); while the tasks run, the master pulls each fetch with
-RecvTensor (`codec.CHUNK_BYTES` chunks) and forwards every chunk to the client at once, so the two
-hops overlap and no side ever holds the value as one message.
+produced it (a `_Send` to `task_routes.CLIENT_DEVICE`, placed before partitioning: `Routes.pulls`);
+while the tasks run, the master pulls each fetch with RecvTensor (`codec.CHUNK_BYTES` chunks) and
+forwards every chunk to the client at once, so the two hops overlap and no side ever holds the value
+as one message.
 
 The step's RunGraph calls run as in `Master.run_step` (concurrently, on pool threads, with the same
 deadlines, health checks and abort-on-failure); pulls happen on the calling thread, in fetch order.

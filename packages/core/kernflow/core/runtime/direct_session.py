@@ -123,8 +123,7 @@ class DirectSession:
                 return step
             _, parts = self._state.step(self._placed_graph_def(), feeds, fetches, targets,
                                         self.client_device, self._by_name,
-                                        {d.name: d.incarnation for d in self.devices},
-                                        arg_policy=_move_args_to_consumers)
+                                        {d.name: d.incarnation for d in self.devices})
             parts = {n: p for n, p in parts.items() if len(p.node)}
             if not parts:
                 from kernflow.core.protobuf import graph_pb2
@@ -242,30 +241,6 @@ class DirectSession:
             d.resource_mgr.cleanup()
         self._steps.clear()
         self._kernel_cache.clear()
-
-
-def _move_args_to_consumers(graph_def, client_device: str) -> None:
-    """Puts each feed (`_Arg`) on the device of its consumers and each fetch (`_Retval`) on its
-    producer's device, when that is one device, so in-process feeds and fetches need no Send/Recv
-    pair (the executor converts fed host arrays on use; fetched device arrays come back to the host).
-    """
-    from kernflow.core.runtime.executor import parse_input
-    by_name = {nd.name: nd for nd in graph_def.node}
-    consumers: dict[str, set] = {}
-    for nd in graph_def.node:
-        for inp in nd.input:
-            name, _, _ = parse_input(inp)
-            consumers.setdefault(name, set()).add(nd.device)
-    for nd in graph_def.node:
-        if nd.op == "_Arg" and nd.device == client_device:
-            devs = consumers.get(nd.name, set())
-            if len(devs) == 1:
-                nd.device = next(iter(devs))
-        elif nd.op == "_Retval" and nd.device == client_device and nd.input:
-            name, _, _ = parse_input(nd.input[0])
-            src = by_name.get(name)
-            if src is not None and src.device:
-                nd.device = src.device
 
 
 def reset_all(containers=None) -> None:

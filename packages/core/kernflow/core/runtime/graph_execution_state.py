@@ -7,14 +7,17 @@ The one step pipeline of the embedded runtime (`DirectSession`) and of the maste
    on, so state keeps its home when the graph grows and is placed again; the caller may rewrite the
    pinned graph first (the master's default task for nodes without a job);
 2. for each step signature, **prune** the placed graph to what the fetches and targets need (feeds
-   become `_Arg`, fetches `_Retval` nodes), let the caller decide where the feeds and fetches
-   live (`arg_policy`), **rewrite** it (the remapper's conv fusion, then elementwise fusion; both off
-   with `global_jit_level=OFF`), and **partition** it per device with Send/Recv pairs.
+   become `_Arg`, fetches `_Retval` nodes, on the client device), decide once where the feeds and
+   fetches live (`feeds_fetches.place_feeds_and_fetches`: each `_Arg` on the devices that read it,
+   each `_Retval` on its producer's device, or a `_Send` there to the device that pulls the
+   fetches), **rewrite** it (the remapper's conv fusion, then elementwise fusion; both off with
+   `global_jit_level=OFF`), and **partition** it per device with Send/Recv pairs. Nothing is moved
+   after partitioning: the callers find the feeds and fetches of a partition in it.
 
 What differs between the two callers is only policy, passed in: the master's default task and its
-placement-failure diagnosis wrap `place`, and it places by the kernels each task advertises rather
-than its own registry; DirectSession's `arg_policy` puts in-process feeds and fetches next to their
-consumers and producers.
+placement-failure diagnosis wrap `place`, it places by the kernels each task advertises rather
+than its own registry, and its steps name a pull device (streamed fetches) and ask for one `_Arg`
+per feed and task (a worker takes one value per `_Arg` index).
 
 `FeedCheck` holds what a signature's feeds must be (each fed tensor's dtype, a placeholder's
 declared shape), for a server that receives feeds it did not check itself (the master: the client
@@ -28,6 +31,7 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework.node_def_util import parse_input
 from kernflow.core.runtime import fusion, remapper
+from kernflow.core.runtime.feeds_fetches import place_feeds_and_fetches
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
 from kernflow.core.runtime.prune import output_dtypes_of, prune
@@ -94,21 +98,21 @@ class GraphExecutionState:
         self._placed = self._placed_key = None
 
     def step(self, placed, feeds, fetches, targets, client_device: str, devices_by_name: dict,
-             incarnations: dict, arg_policy=None):
+             incarnations: dict, pull_device: str | None = None, one_arg_per_task: bool = False):
         """(pruned and rewritten GraphDef, {device name: partition GraphDef}) of one signature.
 
         Args:
             placed: what `placed` returned.
             feeds, fetches, targets: tensor and op names of the signature.
-            client_device: where `_Arg`/`_Retval` nodes go unless `arg_policy` moves them.
+            client_device: where prune puts `_Arg`/`_Retval` nodes; a feed read nowhere else stays.
             devices_by_name: device name -> Device (the rewrites look at device types).
             incarnations: device name -> incarnation (rendezvous keys).
-            arg_policy: optional fn(pruned GraphDef, client_device) that moves `_Arg`/`_Retval`
-                nodes in place before the graph is rewritten and partitioned.
+            pull_device: None, or the device that pulls every fetch: each fetch is then a `_Send`
+                to it from its producer's device instead of a `_Retval`.
+            one_arg_per_task: at most one `_Arg` per feed on the devices of one task.
         """
         pruned = prune(placed, feeds, fetches, targets, client_device=client_device)
-        if arg_policy is not None:
-            arg_policy(pruned, client_device)
+        place_feeds_and_fetches(pruned, client_device, pull_device, incarnations, one_arg_per_task)
         pruned = remapper.remap(pruned, devices_by_name, self._kernels, self.jit_level)
         pruned = fusion.fuse_elementwise(pruned, devices_by_name, self._kernels, self.jit_level)
         return pruned, partition(pruned, incarnations)

@@ -2,8 +2,12 @@
 
 Each data edge whose ends sit on different devices becomes a `_Send` on the producer's device and a
 `_Recv` on the consumer's, named by a rendezvous key; there is one `_Recv` per (tensor, destination
-device), however many consumers it feeds (TF graph_partition.cc). A control edge across devices
-becomes a tiny constant sent after the source ran, and the destination waits on its `_Recv`.
+device), however many consumers it feeds (TF graph_partition.cc). Both are named after the tensor and
+the full destination device, so node names are unique across all partitions of a step (a caller may
+merge partitions, as the master does per task). A `_Send` already in the graph (a fetch the caller
+pulls, `feeds_fetches.py`) sits on its input's device and is kept like any other node. A control
+edge across devices becomes a tiny constant sent after the source ran, and the destination waits on
+its `_Recv`.
 Loops spanning devices first get a control loop per device (partition_control_flow.py), whose
 Merge gates every `_Recv` of a tensor that lives in the loop.
 """
@@ -14,11 +18,16 @@ import numpy as np
 
 from kernflow.core.framework import dtypes
 from kernflow.core.runtime import partition_control_flow
-from kernflow.core.runtime.partition_control_flow import _set, _short
+from kernflow.core.runtime.partition_control_flow import _set
 from kernflow.core.runtime.executor import parse_input
 from kernflow.core.runtime.prune import output_dtypes_of
 
-__all__ = ["partition"]
+__all__ = ["device_label", "partition"]
+
+
+def device_label(device: str) -> str:
+    """A node-name-safe form of a full device name, unique per device (job, replica, task, device)."""
+    return "_".join(p.replace(":", "_") for p in device.strip("/").split("/"))
 
 
 def partition(graph_def, incarnations: dict[str, int]) -> dict:
@@ -56,7 +65,7 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
         if key in recvs:
             return recvs[key]
         safe = tensor.replace(":", "_").replace("^", "ctrl_")
-        suffix = f"{safe}_to_{_short(dst_dev)}"
+        suffix = f"{safe}_to_{device_label(dst_dev)}"
         send = part(src_dev).node.add(name=f"_send_{suffix}", op="_Send", device=src_dev,
                                       input=[send_input])
         recv = part(dst_dev).node.add(name=f"_recv_{suffix}", op="_Recv", device=dst_dev)
@@ -83,7 +92,7 @@ def partition(graph_def, incarnations: dict[str, int]) -> dict:
             if src_dev == dst_dev:
                 new.input.append(inp)
             elif ctrl:
-                token = f"_ctrl_{name}_on_{_short(src_dev)}"
+                token = f"_ctrl_{name}_on_{device_label(src_dev)}"
                 if token not in tokens:
                     tokens.add(token)
                     c = part(src_dev).node.add(name=token, op="Const", device=src_dev, input=["^" + name])
