@@ -46,7 +46,7 @@ def _values(call, n):
 
 def _waiting(s, step_id):
     rdv = s.worker._steps.get(step_id)
-    return 0 if rdv is None else sum(len(v) for v in rdv._waiters.values())
+    return 0 if rdv is None else sum(len(v) for v in rdv._local._waiters.values())
 
 
 def test_values_sent_before_and_after_the_call_arrive_marked_and_whole(worker, monkeypatch):

@@ -1,8 +1,10 @@
 """The rendezvous of one step on one worker: local hand-offs, and pulls from other tasks.
 
 A key names its producer first (``send_device;incarnation;recv_device;tensor_name;frame:iter``, see
-`kernflow.core.runtime.rendezvous.create_key`). `WorkerRendezvous.send` always stores locally: a
-value another task needs stays here until that task pulls it with RecvTensor. `recv_async` of a key
+`kernflow.core.runtime.rendezvous.create_key`). A `WorkerRendezvous` wraps core's
+`LocalRendezvous` (TF's remote rendezvous wraps its local one the same way) and adds the remote half:
+`send` always stores in the local one, where a value another task needs stays until that task pulls
+it with RecvTensor. `recv_async` of a key
 whose producer is on this task waits locally; otherwise it pulls the tensor from the producer's task
 on a background thread, so no executor thread ever waits for the network. A pull goes through the
 transport the worker chose for that task (`kernflow.client.transports.PeerTransports`: "shm" on the
@@ -19,7 +21,7 @@ import threading
 import time
 
 from kernflow.core.framework import errors
-from kernflow.core.runtime.cancellation import CancellationManager
+from kernflow.core.runtime.rendezvous import LocalRendezvous, call_quietly
 from kernflow.core.runtime.resource_mgr import is_state_buffer
 from kernflow.core.runtime import transport as _transport
 from kernflow.core.runtime.transport import DEFAULT_TRANSPORT
@@ -73,9 +75,9 @@ class WorkerRendezvous:
     def __init__(self, step_id: int, owner):
         self.step_id = step_id
         self._owner = owner
-        self._lock = threading.Lock()
-        self._values: dict[str, tuple] = {}     # key -> (value, is_dead)
-        self._waiters: dict[str, list] = {}     # key -> [callback(value, is_dead, error)]
+        # Values sent on this task wait in the local rendezvous, for a local Recv or a RecvTensor.
+        self._local = LocalRendezvous()
+        self._lock = threading.Lock()           # guards the remote half below
         self._pulls: dict[int, object] = {}     # pull id -> callback, while the pull is in flight
         self._queued: dict[str, list] = {}      # producer task -> [(pull id, key, send device)] not yet taken
         # Prefetched keys (`prefetch`): _PENDING while in flight, then (value, is_dead, error) until
@@ -91,11 +93,12 @@ class WorkerRendezvous:
         self.deadline: float | None = None
         self.trace_context = None
         # Blocking kernels of the step (queue ops) register here; `abort` cancels them.
-        self.cancellation = CancellationManager()
+        self.cancellation = self._local.cancellation
 
     # ------------------------------------------------------------------ the kernels' interface
     def send(self, key: str, value, is_dead: bool = False) -> None:
-        """Delivers `value` for `key` to a local waiter, or stores it until someone receives it.
+        """Delivers `value` for `key` to a local waiter, or keeps it until someone receives it
+        (`LocalRendezvous.send`).
 
         A value bound for another task that is a live variable buffer is copied, so an update by a
         later step cannot change what the peer receives (`codec.snapshot`: straight into the byte
@@ -108,20 +111,8 @@ class WorkerRendezvous:
         if len(fields) == 5 and not self._owner.is_local_device(fields[2]) and is_state_buffer(value):
             from kernflow.client import codec
             value = codec.snapshot(value)
-        with self._lock:
-            if self._error is not None:
-                raise self._error
-            self.last_used = time.monotonic()
-            waiters = self._waiters.get(key)
-            if not waiters:
-                if key in self._values:
-                    raise errors.InternalError(None, None, f"Send of an already sent tensor: {key}")
-                self._values[key] = (value, is_dead)
-                return
-            cb = waiters.pop(0)
-            if not waiters:
-                del self._waiters[key]
-        cb(value, is_dead, None)
+        self.last_used = time.monotonic()
+        self._local.send(key, value, is_dead)
 
     def recv_async(self, key: str, callback) -> None:
         """Calls ``callback(value, is_dead, error)`` once the tensor of `key` is here.
@@ -180,20 +171,16 @@ class WorkerRendezvous:
             if self._error is not None:
                 return
             self._error = error
-            waiters, self._waiters = self._waiters, {}
             pulls, self._pulls = self._pulls, {}
             self._queued.clear()
             waiting = [cb for cb in self._prefetch.values() if callable(cb)]
             self._prefetch.clear()
-            self._values.clear()
-        self.cancellation.cancel(error)
-        for cbs in waiters.values():
-            for cb in cbs:
-                _call_quietly(cb, None, False, error)
+        self._local.abort(error)     # (cancels the step's blocking kernels, wakes local receivers)
         for cb in pulls.values():
-            _call_quietly(cb, None, False, error)
+            call_quietly(cb, None, False, error)
         for cb in waiting:
-            _call_quietly(cb, None, False, error)
+            call_quietly(cb, None, False, error)
+
     @property
     def error(self) -> Exception | None:
         """The abort error, or None while the step is healthy."""
@@ -212,41 +199,17 @@ class WorkerRendezvous:
             return self._empty()
 
     def _empty(self) -> bool:
-        return not self._values and not self._waiters and not self._pulls and not self._prefetch
+        return not self._pulls and not self._prefetch and self._local.is_empty()
 
     # ------------------------------------------------------------------ local receives
     def recv_local(self, key: str, callback) -> None:
         """Registers `callback` for a key sent on this task (RecvTensor uses this directly)."""
-        with self._lock:
-            err = self._error
-            item = self._values.pop(key, None) if err is None else None
-            if err is None and item is None:
-                self._waiters.setdefault(key, []).append(callback)
-                self.last_used = time.monotonic()
-                return
-        if err is not None:
-            callback(None, False, err)
-        else:
-            callback(item[0], item[1], None)
+        self.last_used = time.monotonic()
+        self._local.recv_async(key, callback)
 
     def cancel_local(self, key: str, callback) -> bool:
-        """Withdraws a callback registered with `recv_local`.
-
-        Returns:
-            True if it was still waiting (it will never be called); False if it was already taken
-            by a send or an abort (it has been or is about to be called).
-        """
-        with self._lock:
-            cbs = self._waiters.get(key)
-            if not cbs:
-                return False
-            for i, cb in enumerate(cbs):
-                if cb is callback:
-                    del cbs[i]
-                    if not cbs:
-                        del self._waiters[key]
-                    return True
-        return False
+        """Withdraws a callback registered with `recv_local` (`LocalRendezvous.cancel_recv`)."""
+        return self._local.cancel_recv(key, callback)
 
     # ------------------------------------------------------------------ remote receives
     def _start_pull(self, key: str, send_device: str, callback, hold: set | None = None) -> None:
@@ -400,11 +363,3 @@ def _as_op_error(e: Exception, what: str) -> errors.OpError:
     if isinstance(e, errors.OpError):
         return e
     return errors.InternalError(None, None, f"{what}: {type(e).__name__}: {e}")
-
-
-def _call_quietly(cb, *args) -> None:
-    try:
-        cb(*args)
-    except Exception:  # noqa: BLE001 - one failing waiter must not stop the others being woken
-        import logging
-        logging.getLogger(__name__).exception("rendezvous callback failed during abort")

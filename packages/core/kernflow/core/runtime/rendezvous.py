@@ -11,7 +11,7 @@ import threading
 from kernflow.core.framework import errors
 from kernflow.core.runtime.cancellation import CancellationManager
 
-__all__ = ["create_key", "LocalRendezvous"]
+__all__ = ["call_quietly", "create_key", "LocalRendezvous"]
 
 
 def create_key(send_device: str, incarnation: int, recv_device: str, tensor_name: str,
@@ -20,7 +20,12 @@ def create_key(send_device: str, incarnation: int, recv_device: str, tensor_name
 
 
 class LocalRendezvous:
-    """An in-process rendezvous. `recv_async` never blocks a thread: it registers a callback."""
+    """An in-process rendezvous. `recv_async` never blocks a thread: it registers a callback.
+
+    It is also the local half of a worker's rendezvous (`kernflow.worker.rendezvous`), which wraps
+    one and adds pulls from other tasks: a value sent on a task always waits here, for a local Recv
+    or for another task's RecvTensor (`recv_async` / `cancel_recv`).
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -31,20 +36,23 @@ class LocalRendezvous:
         self.cancellation = CancellationManager()
 
     def send(self, key: str, value, is_dead: bool = False) -> None:
-        """Delivers `value` for `key`. Raises the abort error if the step was aborted."""
+        """Delivers `value` for `key` to the first waiting receiver, or keeps it until one comes.
+
+        Raises:
+            The abort error if the step was aborted; InternalError if `key` was already sent.
+        """
         with self._lock:
             if self._error is not None:
                 raise self._error
-            waiters = self._waiters.pop(key, None)
+            waiters = self._waiters.get(key)
             if not waiters:
                 if key in self._values:
                     raise errors.InternalError(None, None, f"Send of an already sent tensor: {key}")
                 self._values[key] = (value, is_dead)
                 return
-        cb = waiters.pop(0)
-        if waiters:
-            with self._lock:
-                self._waiters[key] = waiters
+            cb = waiters.pop(0)
+            if not waiters:
+                del self._waiters[key]
         cb(value, is_dead, None)
 
     def recv_async(self, key: str, callback) -> None:
@@ -60,8 +68,33 @@ class LocalRendezvous:
         else:
             callback(item[0], item[1], None)
 
+    def cancel_recv(self, key: str, callback) -> bool:
+        """Withdraws a callback registered with `recv_async`.
+
+        Returns:
+            True if it was still waiting (it will never be called); False if it was already taken
+            by a send or an abort (it has been or is about to be called).
+        """
+        with self._lock:
+            cbs = self._waiters.get(key)
+            if not cbs:
+                return False
+            for i, cb in enumerate(cbs):
+                if cb is callback:
+                    del cbs[i]
+                    if not cbs:
+                        del self._waiters[key]
+                    return True
+        return False
+
+    def is_empty(self) -> bool:
+        """True when no value waits to be received and no receiver waits for a value."""
+        with self._lock:
+            return not self._values and not self._waiters
+
     def abort(self, error: Exception) -> None:
-        """Fails all pending and future receives with `error` (the first abort wins)."""
+        """Fails all pending and future receives with `error` (the first abort wins) and cancels
+        the step's blocking kernels. A failing callback does not keep the others from being woken."""
         with self._lock:
             if self._error is not None:
                 return
@@ -71,8 +104,17 @@ class LocalRendezvous:
         self.cancellation.cancel(error)
         for cbs in waiters.values():
             for cb in cbs:
-                cb(None, False, error)
+                call_quietly(cb, None, False, error)
 
     @property
     def error(self):
         return self._error
+
+
+def call_quietly(cb, *args) -> None:
+    """Calls a receiver's callback while waking many: an exception is logged, not raised."""
+    try:
+        cb(*args)
+    except Exception:  # noqa: BLE001 - one failing waiter must not stop the others being woken
+        import logging
+        logging.getLogger(__name__).exception("rendezvous callback failed during abort")
