@@ -1,23 +1,27 @@
-"""Tensors on the wire: numpy arrays as TensorProtos and as chunked RecvTensor streams.
+"""Tensors on the wire: chunked RecvTensor streams, and the TensorProto codec they share.
 
-Numeric tensors always travel as raw little-endian bytes (`TensorProto.tensor_content`, or the
+A tensor is encoded as core's codec (`kernflow.core.framework.tensor_codec`, re-exported here:
+`tensor_to_proto`, `proto_to_tensor`, `to_host_array`, `receive_buffer`, `to_native`) lays it out:
+numeric tensors always travel as raw little-endian bytes (`TensorProto.tensor_content`, or the
 `content` of RecvTensor chunks), never element by element and never pickled; string tensors use
 repeated `string_val` bytes, except in requests that carry feeds (`kernflow.client.tensor_requests`),
 whose string tensors are one `tensor_content` in TF's string-list encoding (every length as a
-varint32, then every element's bytes: `tensor_util.encode_string_list`, which TF's C++
-``Tensor::FromProto`` reads too); `proto_to_tensor` reads either. A RecvTensor stream's
-first message carries dtype, shape and `total_bytes`; every message carries the next slice of the
-bytes, cut from a memoryview of the C-contiguous array (one copy per chunk, into the message) and
-written straight into a preallocated array on the receiving side. Servers send the messages
-serialized by hand (`encode_recv_chunks`: a message is the concatenation of its fields, so the
-payload is copied once, with no protobuf message in between).
+varint32, then every element's bytes: `tensor_codec.encode_string_list`, which TF's C++
+``Tensor::FromProto`` reads too); `proto_to_tensor` reads either.
+
+This module streams those bytes. A RecvTensor stream's first message carries dtype, shape and
+`total_bytes`; every message carries the next slice of the bytes, cut from a memoryview of the
+C-contiguous array (one copy per chunk, into the message) and written straight into a preallocated
+array on the receiving side. Servers send the messages serialized by hand (`encode_recv_chunks`: a
+message is the concatenation of its fields, so the payload is copied once, with no protobuf
+message in between).
 
 String tensors stream in one of two encodings, which receivers tell apart by the first message
 (`assemble_recv_chunks` reads both). Their elements are spread over the messages' `string_val`
 fields in order, `total_bytes` being the sum of their lengths: the receiver makes each element
 straight from its message, no buffer in between. But a message holds whole elements, so a tensor
 with an element of a chunk or more travels, when the sender allows it (``string_list``: what a
-worker does for a single key), in TF's string-list encoding (`tensor_util.encode_string_list`)
+worker does for a single key), in TF's string-list encoding (`encode_string_list`)
 cut into chunks like a numeric tensor's bytes, `total_bytes` being its length; its first message
 carries content (the lengths come first, a byte at least per element). Several-key streams keep
 `string_val`: their receivers count each value's elements (`grpc_transport.split_values`).
@@ -35,10 +39,24 @@ import numpy as np
 
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
-from kernflow.core.framework import tensor_util
-from kernflow.core.protobuf import tensor_pb2
-from kernflow.core.protobuf import tensor_shape_pb2
-from kernflow.core.runtime.resource_mgr import Var
+from kernflow.core.framework import tensor_codec
+# (the private names are the codec's helpers, as the streaming code here, tensor_requests and
+# grpc_transport use them)
+from kernflow.core.framework.tensor_codec import byte_view as _byte_view
+from kernflow.core.framework.tensor_codec import decode_string_list
+from kernflow.core.framework.tensor_codec import encode_string_list
+from kernflow.core.framework.tensor_codec import is_string as _is_string
+from kernflow.core.framework.tensor_codec import num_elements as _num_elements
+from kernflow.core.framework.tensor_codec import proto_to_tensor
+from kernflow.core.framework.tensor_codec import receive_buffer
+from kernflow.core.framework.tensor_codec import shape_of as _shape_from
+from kernflow.core.framework.tensor_codec import shape_proto as _shape_proto
+from kernflow.core.framework.tensor_codec import string_items as _string_list
+from kernflow.core.framework.tensor_codec import tensor_to_proto
+from kernflow.core.framework.tensor_codec import to_host_array
+from kernflow.core.framework.tensor_codec import to_native
+from kernflow.core.framework.tensor_codec import wire_array as _wire_array
+from kernflow.core.framework.tensor_codec import wire_encoding as _encoding
 from kernflow.client.protobuf import worker_pb2
 
 __all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks", "encode_recv_chunks",
@@ -51,175 +69,6 @@ __all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunk
 # (a 4 MiB buffer costs ~2.5 ms of page faults in an untuned process), and the sender's, the
 # transport's and the receiver's copies overlap more finely.
 CHUNK_BYTES = 1 << 20
-
-
-def to_host_array(value) -> np.ndarray:
-    """Returns `value` as a numpy array in host memory (device arrays such as cupy's are copied).
-
-    Raises:
-        TypeError: for values that are not tensors (resources, arbitrary Python objects).
-    """
-    if type(value) is np.ndarray:
-        return value
-    if isinstance(value, (np.ndarray, np.generic)):
-        return np.asarray(value)
-    get = getattr(value, "get", None)  # cupy arrays copy themselves to the host with .get()
-    if get is not None and hasattr(value, "dtype") and hasattr(value, "shape"):
-        return np.asarray(get())
-    if isinstance(value, Var):  # a variable reached through a reference edge: send its value
-        return to_host_array(value.read())
-    if isinstance(value, WireSnapshot):
-        return value.array()
-    if isinstance(value, (bool, int, float, complex, str, bytes, list, tuple)):
-        return tensor_util.to_numpy(value)
-    raise TypeError(f"cannot send a value of type {type(value).__name__} over the wire: only "
-                    f"tensors (numpy arrays and scalars) can be")
-
-
-def _is_string(arr: np.ndarray) -> bool:
-    return arr.dtype.kind in "OSU"
-
-
-def _string_list(arr: np.ndarray) -> list[bytes]:
-    out = []
-    for v in arr.reshape(-1).tolist():
-        if isinstance(v, bytes):
-            out.append(v)
-        elif isinstance(v, str):
-            out.append(v.encode("utf-8"))
-        elif isinstance(v, (bytearray, memoryview)):
-            out.append(bytes(v))
-        else:
-            raise TypeError(f"string tensor holds a {type(v).__name__} ({v!r}); expected bytes or str")
-    return out
-
-
-def _wire_dtype(arr: np.ndarray):
-    """Returns (kernflow DType, little-endian numpy dtype) of a numeric array."""
-    dt = _dtypes.as_dtype(arr.dtype)
-    return dt, np.dtype(dt.as_numpy_dtype).newbyteorder("<")
-
-
-def _shape_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
-    return tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=int(d)) for d in shape])
-
-
-def _shape_from(proto) -> list[int]:
-    shape = [d.size for d in proto.dim]
-    if proto.unknown_rank or (shape and min(shape) < 0):
-        raise errors.InvalidArgumentError(None, None, f"a tensor on the wire needs a fully defined "
-                                          f"shape, got {shape if not proto.unknown_rank else '<unknown>'}")
-    return shape
-
-
-def _byte_view(arr: np.ndarray) -> memoryview:
-    """A flat memoryview of a C-contiguous array's bytes (no copy; empty and 0-d arrays too)."""
-    return memoryview(arr.reshape(-1).view(np.uint8))
-
-
-def _num_elements(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-# numpy dtype -> (DataType enum, little-endian wire dtype), and DataType enum -> wire dtype: the
-# per-tensor dtype lookups of the hot path (a cached small step encodes and decodes a few tensors).
-_ENCODE: dict = {}
-_DECODE: dict = {}
-
-
-def _encoding(dtype: np.dtype):
-    ent = _ENCODE.get(dtype)
-    if ent is None:
-        dt = _dtypes.as_dtype(dtype)
-        wire = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
-        ent = _ENCODE[dtype] = (dt.as_datatype_enum, wire)
-        _DECODE.setdefault(dt.as_datatype_enum, wire)
-    return ent
-
-
-def tensor_to_proto(value, out: tensor_pb2.TensorProto | None = None) -> tensor_pb2.TensorProto:
-    """Returns a TensorProto of `value`: raw little-endian bytes, or `string_val` for strings.
-
-    Args:
-        value: a numpy array or scalar (or anything `to_host_array` accepts).
-        out: an empty TensorProto to fill (e.g. a field of a response being built), which saves
-            copying a finished proto into it; a new one when None.
-
-    Raises:
-        TypeError: if the value is not a tensor or its dtype has no wire representation.
-    """
-    arr = value if type(value) is np.ndarray else to_host_array(value)
-    p = tensor_pb2.TensorProto() if out is None else out
-    if _is_string(arr):
-        p.dtype = _dtypes.string.as_datatype_enum
-        p.tensor_shape.CopyFrom(_shape_proto(arr.shape))
-        p.string_val.extend(_string_list(arr))
-        return p
-    enum, wire = _encoding(arr.dtype)
-    if arr.dtype != wire or not arr.flags.c_contiguous:
-        arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-    p.dtype = enum
-    dims = p.tensor_shape.dim
-    for d in arr.shape:
-        dims.add(size=d)
-    p.tensor_content = arr.tobytes()
-    return p
-
-
-def proto_to_tensor(proto: tensor_pb2.TensorProto, content=None) -> np.ndarray:
-    """Returns the numpy array a TensorProto holds (fresh and writable; strings as object arrays).
-
-    Args:
-        proto: the TensorProto.
-        content: its payload kept outside it (an entry of `SplitMessage.contents`): the
-            ``tensor_content`` bytes (a memoryview), or the array itself; None when `proto` holds
-            its payload.
-
-    Raises:
-        InvalidArgumentError: for an invalid dtype, a shape that is not fully defined, or a byte
-            (or string) count that does not match dtype and shape.
-    """
-    if proto.dtype == 0:
-        raise errors.InvalidArgumentError(None, None, "TensorProto has no dtype (DT_INVALID)")
-    shape = _shape_from(proto.tensor_shape)
-    if content is not None:
-        return _from_content(proto.dtype, shape, content)
-    wire = _DECODE.get(proto.dtype)
-    if wire is not None and wire.isnative:
-        content = proto.tensor_content   # (each access copies the bytes out of the message)
-        if len(content) == _num_elements(shape) * wire.itemsize:
-            return np.frombuffer(content, dtype=wire).reshape(shape).copy()
-    if proto.dtype == _dtypes.string.as_datatype_enum and not proto.tensor_content:
-        if len(proto.string_val) != _num_elements(shape):
-            raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: string "
-                                              f"tensor of shape {shape} holds "
-                                              f"{len(proto.string_val)} elements")
-    return tensor_util.make_ndarray(proto)   # (InvalidArgumentError for a malformed tensor)
-
-
-def _from_content(dtype_enum: int, shape: list, content) -> np.ndarray:
-    """The array of a tensor whose payload is `content` (see `proto_to_tensor`), copied once."""
-    n = _num_elements(shape)
-    if isinstance(content, np.ndarray):   # encoded in this process: a copy, as a decoded one is
-        return content.copy() if content.dtype.isnative else to_native(content)
-    if dtype_enum == _dtypes.string.as_datatype_enum:
-        out = np.empty(n, dtype=object)
-        out[:] = tensor_util.decode_string_list(content, n, shape)
-        return out.reshape(shape)
-    wire = _DECODE.get(dtype_enum)
-    if wire is None:
-        wire = np.dtype(_dtypes.as_dtype(dtype_enum).as_numpy_dtype).newbyteorder("<")
-    if len(content) != n * wire.itemsize:
-        raise errors.InvalidArgumentError(None, None, f"Cannot parse tensor from proto: TensorProto of "
-                                          f"{_dtypes.as_dtype(dtype_enum).name}{shape} holds "
-                                          f"{len(content)} bytes, expected {n * wire.itemsize}")
-    out, view = receive_buffer(dtype_enum, _shape_proto(shape), len(content), "TensorProto")
-    view[:] = content
-    return to_native(out)
 
 
 # ---------------------------------------------------------------------------- RecvTensor streams
@@ -272,16 +121,17 @@ class WireSnapshot:
         return value
 
 
+tensor_codec.register_host_type(WireSnapshot, WireSnapshot.array)   # (`to_host_array` of a snapshot)
+
+
 def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
     """A copy of `arr` that later updates of `arr` do not change: a `WireSnapshot` for numeric
     numpy arrays, ``arr.copy()`` for anything else (strings, device arrays)."""
     if not isinstance(arr, np.ndarray) or _is_string(arr):
         return arr.copy()
-    enum, wire = _encoding(arr.dtype)
-    if arr.dtype != wire or not arr.flags.c_contiguous:
-        arr = np.asarray(arr, dtype=wire, order="C")
+    enum, arr = _wire_array(arr)
     frames = list(_numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes))
-    return WireSnapshot(enum, wire, arr.shape, frames, arr.nbytes)
+    return WireSnapshot(enum, arr.dtype, arr.shape, frames, arr.nbytes)
 
 
 def raw_views(value):
@@ -303,51 +153,8 @@ def raw_views(value):
     arr = value if type(value) is np.ndarray else to_host_array(value)
     if _is_string(arr):
         return None
-    enum, wire = _encoding(arr.dtype)
-    if arr.dtype != wire or not arr.flags.c_contiguous:
-        arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    enum, arr = _wire_array(arr)
     return enum, arr.shape, [_byte_view(arr)], arr.nbytes
-
-
-def receive_buffer(dtype_enum: int, shape_proto, total_bytes: int, what: str = "RecvTensor"):
-    """A fresh array to receive a numeric tensor's raw little-endian bytes into.
-
-    Args:
-        dtype_enum, shape_proto: the tensor's DataType and TensorShapeProto, as announced.
-        total_bytes: the byte count announced with them.
-        what: the announcement's source, for error messages ("RecvTensor: the first message").
-
-    Returns:
-        (array of the little-endian wire dtype, flat writable memoryview of its bytes); a receiver
-        that fills the view returns ``array`` through `to_native`.
-
-    Raises:
-        InvalidArgumentError: no dtype, a string dtype, a shape that is not fully defined, or
-            `total_bytes` that does not match dtype and shape.
-    """
-    if dtype_enum == 0:
-        raise errors.InvalidArgumentError(None, None, f"{what} has no dtype")
-    shape = _shape_from(shape_proto)
-    wire = _DECODE.get(dtype_enum)
-    if wire is None:
-        dt = _dtypes.as_dtype(dtype_enum)
-        if dt == _dtypes.string:
-            raise errors.InvalidArgumentError(None, None, f"{what} announces a string tensor, which has "
-                                              f"no raw bytes")
-        wire = _DECODE[dtype_enum] = np.dtype(dt.as_numpy_dtype).newbyteorder("<")
-    expected = _num_elements(shape) * wire.itemsize
-    if int(total_bytes) != expected:
-        raise errors.InvalidArgumentError(
-            None, None, f"{what} announces total_bytes={int(total_bytes)}, but a "
-                        f"{_dtypes.as_dtype(dtype_enum).name} tensor of "
-                        f"shape {shape} has {expected} bytes")
-    out = np.empty(shape, dtype=wire)
-    return out, _byte_view(out)
-
-
-def to_native(arr: np.ndarray) -> np.ndarray:
-    """`arr` (filled by a receiver in little-endian wire order) in this machine's byte order."""
-    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES,
@@ -366,9 +173,7 @@ def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BY
     if not is_dead and value is not None:
         arr = value if type(value) is np.ndarray else to_host_array(value)
         if not _is_string(arr):
-            enum, wire = _encoding(arr.dtype)
-            if arr.dtype != wire or not arr.flags.c_contiguous:
-                arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            enum, arr = _wire_array(arr)
             yield from _numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes)
             return
         if string_list and _has_long_string(arr, chunk_bytes):
@@ -388,7 +193,7 @@ def _string_list_frames(arr: np.ndarray, chunk_bytes: int) -> Iterator[bytes]:
     """The serialized messages of a string tensor in the string-list encoding (module docstring):
     each chunk joined from views of the strings, so every byte is copied once."""
     items = _string_list(arr)
-    lengths, total = tensor_util.encode_string_list(items)
+    lengths, total = encode_string_list(items)
     head = _R(dtype=_dtypes.string.as_datatype_enum, shape=_shape_proto(arr.shape),
               total_bytes=len(lengths) + total).SerializeToString()
     parts, n = [], 0
@@ -444,11 +249,10 @@ def iter_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTE
     if _is_string(arr):
         yield from _iter_string_chunks(arr, chunk_bytes)
         return
-    dt, wire = _wire_dtype(arr)
-    arr = np.asarray(arr, dtype=wire, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+    enum, arr = _wire_array(arr)
     total = arr.nbytes
     view = _byte_view(arr)
-    first = worker_pb2.RecvTensorResponse(dtype=dt.as_datatype_enum, shape=_shape_proto(arr.shape),
+    first = worker_pb2.RecvTensorResponse(dtype=enum, shape=_shape_proto(arr.shape),
                                           total_bytes=total, content=bytes(view[:chunk_bytes]))
     yield first
     for start in range(chunk_bytes, total, chunk_bytes):
@@ -633,7 +437,7 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
     if strings:
         n = _num_elements(shape)
         strs = np.empty(n, dtype=object)
-        strs[:] = tensor_util.decode_string_list(view, n, shape)
+        strs[:] = decode_string_list(view, n, shape)
         return strs.reshape(shape), False
     return to_native(out), False
 

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from kernflow.core.framework import tensor_codec
 from kernflow.core.runtime import file_root
 from kernflow.kernels.cpu.data import _Gen, _err, _scalar, _str
 
@@ -90,12 +91,11 @@ def cache_path(node: str, filename) -> str:
 def write_cache(path: str, elements) -> None:
     """Writes a cache file: TFRecord of TensorProtos, one per component; the ``.index`` file last."""
     from kernflow.core.data.tfrecord import TFRecordWriter
-    from kernflow.core.framework.tensor_util import make_tensor_proto
     tmp = f"{path}.data.tmp{os.getpid()}"
     with TFRecordWriter(tmp) as w:
         for el in elements:
             for c in el:
-                w.write(make_tensor_proto(np.asarray(c)).SerializeToString())
+                w.write(tensor_codec.serialize_tensor(np.asarray(c)))
     os.replace(tmp, path + ".data")
     with open(path + ".index", "w") as f:
         f.write(f"{len(elements)}\n")
@@ -103,16 +103,10 @@ def write_cache(path: str, elements) -> None:
 
 def read_cache(path: str, types):
     from kernflow.core.data.tfrecord import tf_record_iterator
-    from kernflow.core.framework.tensor_util import make_ndarray
-    from kernflow.core.protobuf.tensor_pb2 import TensorProto
     recs = tf_record_iterator(path + ".data")
     k = len(types)
     while True:
-        el = []
-        for rec in itertools.islice(recs, k):
-            p = TensorProto()
-            p.ParseFromString(rec)
-            el.append(make_ndarray(p))
+        el = [tensor_codec.parse_tensor(rec) for rec in itertools.islice(recs, k)]
         if not el:
             return
         yield el

@@ -15,7 +15,7 @@ import numpy as np
 from kernflow.core import gfile
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
-from kernflow.core.framework import tensor_util
+from kernflow.core.framework import tensor_codec
 from kernflow.core.runtime import file_root
 
 DEVICE = "CPU"
@@ -109,8 +109,7 @@ def _serialize_tensor(ctx):
     def compute(tensor):
         if dtype in (_dtypes.resource, _dtypes.variant):
             raise _invalid(ctx, f"cannot serialize a {dtype.name} tensor")
-        proto = tensor_util.make_tensor_proto(np.asarray(tensor), dtype=dtype)
-        return np.array(proto.SerializeToString(), dtype=object)
+        return np.array(tensor_codec.serialize_tensor(np.asarray(tensor, dtype.as_numpy_dtype)), dtype=object)
     return compute
 
 
@@ -124,9 +123,8 @@ def _parse_tensor(ctx):
         arr = np.asarray(serialized, dtype=object)
         if arr.ndim != 0:
             raise _invalid(ctx, f"Expected `serialized` to be a scalar, got shape: {list(arr.shape)}")
-        proto = tensor_pb2.TensorProto()
         try:
-            proto.ParseFromString(_bytes(arr[()]))
+            proto = tensor_pb2.TensorProto.FromString(_bytes(arr[()]))
             got = _dtypes.as_dtype(proto.dtype)
         except (DecodeError, ValueError, TypeError, KeyError) as e:
             raise _invalid(ctx, f"Could not parse `serialized` as TensorProto: {e}") from None
@@ -134,11 +132,9 @@ def _parse_tensor(ctx):
             raise _invalid(ctx, f"Type mismatch between parsed tensor ({got.name}) and dtype "
                                 f"({out_type.name})")
         try:
-            return tensor_util.make_ndarray(proto)
+            return tensor_codec.proto_to_tensor(proto)
         except errors.InvalidArgumentError as e:
             raise _invalid(ctx, f"Invalid TensorProto: {e.message}") from None
-        except ValueError as e:
-            raise _invalid(ctx, f"Invalid TensorProto: {e}") from None
     return compute
 
 

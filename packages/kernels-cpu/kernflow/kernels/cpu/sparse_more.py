@@ -172,8 +172,8 @@ def _sparse_softmax(ctx):
 
 # ---------------------------------------------------------------------------- serialization
 def _proto_bytes(arr):
-    from kernflow.core.framework import tensor_util
-    return tensor_util.make_tensor_proto(arr).SerializeToString()
+    from kernflow.core.framework import tensor_codec
+    return tensor_codec.serialize_tensor(arr)
 
 
 def _serialize_sparse(ctx):
@@ -203,10 +203,9 @@ def _serialize_many_sparse(ctx):
 
 
 def _parse(ctx, blob, what):
-    from kernflow.core.framework import tensor_util
-    from kernflow.core.protobuf import tensor_pb2
+    from kernflow.core.framework import tensor_codec
     try:
-        return tensor_util.make_ndarray(tensor_pb2.TensorProto.FromString(bytes(blob)))
+        return tensor_codec.parse_tensor(bytes(blob))
     except Exception as e:  # noqa: BLE001 - a bad blob in any way is the caller's bad input
         raise _invalid(ctx, f"Could not parse {what} as a serialized TensorProto: {e}") from None
 

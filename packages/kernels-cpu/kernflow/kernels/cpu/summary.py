@@ -13,7 +13,7 @@ import wave
 import numpy as np
 
 from kernflow.core.framework import errors
-from kernflow.core.framework import tensor_util
+from kernflow.core.framework import tensor_codec
 from kernflow.core.summary.wire import SummaryBytes, summary_bytes
 
 DEVICE = "CPU"
@@ -225,8 +225,9 @@ def _audio_summary(ctx):
     return compute
 
 
-def _tensor_proto(ctx, value, i: int):
-    return tensor_util.make_tensor_proto(np.asarray(value), dtype=ctx.input_dtypes[i].base_dtype)
+def _tensor_proto(ctx, value, i: int, out) -> None:
+    """Fills `out` (a Summary.Value's tensor) with input `i`'s value."""
+    tensor_codec.tensor_to_proto(np.asarray(value, ctx.input_dtypes[i].base_dtype.as_numpy_dtype), out=out)
 
 
 def _tensor_summary_v2(ctx):
@@ -237,7 +238,7 @@ def _tensor_summary_v2(ctx):
             raise _invalid(ctx, f"serialized_summary_metadata must be scalar, got shape {list(meta.shape)}")
         s = _pb().Summary()
         v = s.value.add(tag=tag)
-        v.tensor.CopyFrom(_tensor_proto(ctx, tensor, 1))
+        _tensor_proto(ctx, tensor, 1, v.tensor)
         v.metadata.SetInParent()
         raw = meta[()]
         v.metadata.ParseFromString(raw.encode() if isinstance(raw, str) else bytes(raw))
@@ -248,7 +249,7 @@ def _tensor_summary_v2(ctx):
 def _tensor_summary(ctx):
     def compute(tensor):
         s = _pb().Summary()
-        s.value.add(node_name=ctx.name).tensor.CopyFrom(_tensor_proto(ctx, tensor, 0))
+        _tensor_proto(ctx, tensor, 0, s.value.add(node_name=ctx.name).tensor)
         return _out(s)
     return compute
 
