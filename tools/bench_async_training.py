@@ -102,12 +102,18 @@ def _role(cfg: dict) -> None:
         for i in range(cfg["warmup"]):
             idx = batches[i % len(batches)]
             step(xtr[idx], ytr[idx])
+        ps_cpu0 = [_proc_cpu_s(pid) for pid in cfg.get("ps_pids", [])]
+        cpu0 = time.process_time()
         start = time.time()
         for i in range(cfg["steps"]):
             idx = batches[i % len(batches)]
             step(xtr[idx], ytr[idx])
         end = time.time()
-        out = {"start": start, "end": end, "steps": cfg["steps"]}
+        cpu = time.process_time() - cpu0
+        ps_cpu = [_proc_cpu_s(pid) - c for pid, c in zip(cfg.get("ps_pids", []), ps_cpu0)
+                  if c is not None]
+        out = {"start": start, "end": end, "steps": cfg["steps"], "cpu_s": cpu,
+               "ps_cpu_s": sum(ps_cpu) if ps_cpu else None}
         if cfg.get("profile") and task == 0:
             out["profile"] = _profile(tf, sess, train, loss, x, y, xtr[batches[0]], ytr[batches[0]])
         if task == 0:
@@ -119,6 +125,16 @@ def _role(cfg: dict) -> None:
         else:
             open(os.path.join(cfg["done_dir"], str(task)), "w").close()
     print("result " + json.dumps(out), flush=True)
+
+
+def _proc_cpu_s(pid: int):
+    """User + system CPU seconds of process `pid` so far (Linux /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _profile(tf, sess, train, loss, x, y, xb, yb) -> dict:
@@ -153,7 +169,8 @@ def run_cluster(framework: str, n_workers: int, args, python: str) -> dict:
                 for task in range(n):
                     cfg = {"framework": framework, "cluster": cluster, "job": job, "task": task,
                            "steps": args.steps, "warmup": args.warmup, "n_workers": n_workers,
-                           "done_dir": done_dir, "profile": args.profile}
+                           "done_dir": done_dir, "profile": args.profile,
+                           "ps_pids": [q.pid for j, q in procs if j == "ps"]}
                     procs.append((job, subprocess.Popen([python, _HERE, "--role", json.dumps(cfg)],
                                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                         text=True, env=env)))
@@ -173,7 +190,14 @@ def run_cluster(framework: str, n_workers: int, args, python: str) -> dict:
                     p.wait()
     span = max(r["end"] for r in results) - min(r["start"] for r in results)
     total = sum(r["steps"] for r in results)
-    row = {"steps_per_s": round(total / span, 1), "accuracy": round(results[0]["accuracy"], 4)}
+    row = {"steps_per_s": round(total / span, 1), "accuracy": round(results[0]["accuracy"], 4),
+           # CPU per step: every worker process over its timed loop, and the ps processes over
+           # worker 0's loop (the steps of all workers in that time).
+           "worker_cpu_ms_per_step": round(1e3 * sum(r["cpu_s"] for r in results) / total, 3)}
+    first = results[0]
+    if first.get("ps_cpu_s") is not None:
+        steps_then = total / span * (first["end"] - first["start"])
+        row["ps_cpu_ms_per_step"] = round(1e3 * first["ps_cpu_s"] / steps_then, 3)
     if "profile" in results[0]:
         row["profile"] = results[0]["profile"]
     return row
@@ -208,7 +232,11 @@ def main(argv=None) -> int:
             report[f][f"{n}_workers"] = {
                 "steps_per_s": statistics.median(r["steps_per_s"] for r in rows),
                 "steps_per_s_rounds": [r["steps_per_s"] for r in rows],
-                "accuracy": statistics.median(r["accuracy"] for r in rows)}
+                "accuracy": statistics.median(r["accuracy"] for r in rows),
+                "worker_cpu_ms_per_step": statistics.median(r["worker_cpu_ms_per_step"] for r in rows)}
+            ps = [r["ps_cpu_ms_per_step"] for r in rows if "ps_cpu_ms_per_step" in r]
+            if ps:
+                report[f][f"{n}_workers"]["ps_cpu_ms_per_step"] = statistics.median(ps)
             if args.profile:
                 report[f][f"{n}_workers"]["profile"] = rows[-1].get("profile")
     if "tensorflow" in report:

@@ -60,17 +60,24 @@ class _FetchMapper:
         if f is None:
             raise TypeError("Fetch argument None has invalid type <class 'NoneType'>")
         if isinstance(f, (list, tuple)):
+            if type(f) is list and all(type(x) is _ops.Tensor and x._op._graph is graph for x in f):
+                idx = [self._add(x) for x in f]     # (a list of tensors: no closure per element)
+                return lambda vals: [vals[i] for i in idx]
             subs = [self._plan(graph, x) for x in f]
             if isinstance(f, tuple) and hasattr(f, "_fields"):
                 cls = type(f)
                 return lambda vals: cls(*[s(vals) for s in subs])
             cls = type(f)
+            if cls is list:
+                return lambda vals: [s(vals) for s in subs]
             return lambda vals: cls(s(vals) for s in subs)
         if isinstance(f, dict):
             items = [(k, self._plan(graph, v)) for k, v in f.items()]
             cls = type(f)
             if isinstance(f, collections.defaultdict):
                 return lambda vals: collections.defaultdict(f.default_factory, ((k, s(vals)) for k, s in items))
+            if cls is dict:
+                return lambda vals: {k: s(vals) for k, s in items}
             return lambda vals: cls((k, s(vals)) for k, s in items)
         if isinstance(f, IndexedSlices):  # fetched as (values, indices, dense_shape), as TF does
             parts = [self._plan(graph, x) if x is not None else (lambda vals: None)
@@ -104,13 +111,16 @@ def _fetch_key(f):
     lists, tuples and dicts of Tensors and Operations (anything else raises _Uncacheable).
     Tensors compare by identity, so the key never confuses two structures."""
     t = type(f)
-    if t is _ops.Tensor or t is _ops.Operation:
+    if t in _LEAVES:
         return f
-    if t is list or t is tuple:
-        return (t, *[_fetch_key(x) for x in f])
+    if t is list or t is tuple:   # (leaves inline: a call per element costs what the rest does)
+        return (t, *[x if type(x) in _LEAVES else _fetch_key(x) for x in f])
     if t is dict:
-        return (dict, *[(k, _fetch_key(v)) for k, v in f.items()])
+        return (dict, *[(k, v if type(v) in _LEAVES else _fetch_key(v)) for k, v in f.items()])
     raise _Uncacheable
+
+
+_LEAVES = frozenset((_ops.Tensor, _ops.Operation))
 
 
 _MAX_FETCH_PLANS = 256

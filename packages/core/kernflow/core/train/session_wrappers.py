@@ -236,10 +236,17 @@ class HookedSession(_WrappedSession):
         merged_options = config_pb2.RunOptions()
         if options is not None:
             merged_options.CopyFrom(options)
-        feed_dict = self._call_hook_before_run(run_context, actual_fetches, feed_dict, merged_options)
+        feed_dict, asked = self._call_hook_before_run(run_context, actual_fetches, feed_dict,
+                                                      merged_options)
+        # Without options from the caller or a hook the step runs with none (nothing to trace or
+        # return in the metadata), and the hooks get an empty RunMetadata, as TF's would be.
+        run_options = merged_options if asked or options is not None else None
+        given = run_metadata
         run_metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
         outputs = _WrappedSession.run(self, fetches=actual_fetches, feed_dict=feed_dict,
-                                      options=merged_options, run_metadata=run_metadata)
+                                      options=run_options,
+                                      run_metadata=run_metadata if run_options is not None or
+                                      given is not None else None)
         for hook in self._hooks:
             hook.after_run(run_context, SessionRunValues(results=outputs.get(hook),
                                                          options=merged_options,
@@ -248,8 +255,10 @@ class HookedSession(_WrappedSession):
         return outputs["caller"]
 
     def _call_hook_before_run(self, run_context, fetch_dict, user_feed_dict, options):
-        """Collects the hooks' requests into `fetch_dict` and `options`; returns the merged feeds."""
+        """Collects the hooks' requests into `fetch_dict` and `options`; returns (the merged feeds,
+        whether a hook asked for options)."""
         hook_feeds = {}
+        asked = False
         for hook in self._hooks:
             request = hook.before_run(run_context)
             if request is None:
@@ -261,14 +270,15 @@ class HookedSession(_WrappedSession):
                 hook_feeds.update(request.feed_dict)
             if request.options:
                 _merge_run_options(options, request.options)
+                asked = True
         if not hook_feeds:
-            return user_feed_dict
+            return user_feed_dict, asked
         if not user_feed_dict:
-            return hook_feeds
+            return hook_feeds, asked
         _raise_if_feeds_intersect(user_feed_dict, hook_feeds,
                                   "Same tensor is fed by a SessionRunHook and user.")
         hook_feeds.update(user_feed_dict)
-        return hook_feeds
+        return hook_feeds, asked
 
 
 def _feed_name(key):
