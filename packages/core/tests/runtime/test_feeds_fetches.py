@@ -64,14 +64,13 @@ def test_a_fed_tensor_also_fetched_keeps_its_client_copy_for_the_fetch():
     assert _ops(gd, "_Retval") == [(CPU0, 0), (CPU1, 1)]
 
 
-def test_one_arg_per_task_shares_a_feed_among_the_devices_of_a_task():
+def test_a_feed_read_on_two_devices_of_a_task_gets_an_arg_on_each():
     t1 = {"a": f"{T1}/device:CPU:1", "a/y": f"{T1}/device:CPU:1", "b": f"{T1}/device:CPU:0",
           "b/y": f"{T1}/device:CPU:0"}
     gd = _pruned(t1, ["x:0"], ["a:0", "b:0"])
-    place_feeds_and_fetches(gd, CPU0, one_arg_per_task=True)
-    assert _ops(gd, "_Arg") == [(f"{T1}/device:CPU:0", 0)]   # the first device of task 1 by name
-    sends = [nd for p in partition(gd, {}).values() for nd in p.node if nd.op == "_Send"]
-    assert [nd.attr["recv_device"].s.decode() for nd in sends] == [f"{T1}/device:CPU:1"]
+    place_feeds_and_fetches(gd, CPU0)
+    assert _ops(gd, "_Arg") == [(f"{T1}/device:CPU:0", 0), (f"{T1}/device:CPU:1", 0)]
+    assert not [nd for p in partition(gd, {}).values() for nd in p.node if nd.op == "_Send"]
 
 
 def test_pulled_fetches_become_sends_to_the_pull_device_on_their_producers():

@@ -501,10 +501,10 @@ class Master:
             if not refreshed:  # a new signature: look at the cluster again (a worker may have restarted)
                 self._refresh_devices(s)
             feeds, fetches, targets = sig
-            # Feeds and fetches are placed before partitioning (one `_Arg` per feed and task: a
-            # worker takes one value per index); a pulled step's fetches are `_Send`s to us.
+            # Feeds and fetches are placed before partitioning; a pulled step's fetches are
+            # `_Send`s to us.
             _, parts = s.state.step(self._placed(s), feeds, fetches, targets, s.client_device,
-                                    s.by_name, s.incarnations, one_arg_per_task=True,
+                                    s.by_name, s.incarnations,
                                     pull_device=CLIENT_DEVICE if pull else None)
             graphs = group_by_task(parts)
             routes = read_routes(graphs)

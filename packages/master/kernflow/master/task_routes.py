@@ -1,7 +1,7 @@
 """Which task of a step takes which feeds, and returns or sends which fetches: read off its graphs.
 
-Core decides where feeds and fetches live before partitioning (`feeds_fetches.py`, asked by the
-master for one `_Arg` per feed and task): a feed goes straight to every task that reads it, a fetch
+Core decides where feeds and fetches live before partitioning (`feeds_fetches.py`): a feed goes
+straight to every device that reads it (a task with several gets it once), a fetch
 comes from the task that produced it, and in a pulled step (RunStepStream, RunStepPull) each fetch
 is a `_Send` to `CLIENT_DEVICE` that the master (or the client) pulls with RecvTensor. `read_routes`
 only reads where those nodes landed in the per-task graphs; it rewrites nothing.
@@ -57,7 +57,7 @@ def read_routes(graphs: dict) -> Routes:
                     _s(nd, "send_device"), nd.attr["send_device_incarnation"].i, CLIENT_DEVICE,
                     _s(nd, "tensor_name")))
         if args:
-            feeds[task] = sorted(args)
+            feeds[task] = sorted(set(args))   # (one feed may enter several devices of the task)
         if rets:
             fetches[task] = sorted(rets)
     return Routes(feeds, fetches, pulls)

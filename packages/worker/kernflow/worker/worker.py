@@ -4,11 +4,12 @@
 puts it behind gRPC, and tests (or a master in the same process) call it directly.
 
 **Feeds and fetches of a registered graph.** The `_Arg` and `_Retval` nodes of a registered GraphDef
-(which may lie on any of the task's devices) are ordered by their ``index`` attr; indices must be
-distinct but need not start at 0 or be contiguous (the other feeds of a step may live on other
-tasks). `RunGraphRequest.send[i]` is the value of the `_Arg` with the i-th smallest index (its
-``name`` is informational; its dtype must equal the `_Arg`'s ``T``), so ``len(send)`` must equal the
-number of `_Arg` nodes. `RunGraphResponse.recv[j]` is the value of the `_Retval` with the j-th
+(which may lie on any of the task's devices) are ordered by their ``index`` attr; indices need not
+start at 0 or be contiguous (the other feeds of a step may live on other tasks). `_Retval` indices
+are distinct; an `_Arg` index may repeat, one `_Arg` per device that reads the feed (all of one
+dtype). `RunGraphRequest.send[i]` is the value of the feed with the i-th smallest distinct `_Arg`
+index, given to every `_Arg` of that index (its ``name`` is informational; its dtype must equal the
+`_Arg`'s ``T``), so ``len(send)`` must equal the number of distinct `_Arg` indices. `RunGraphResponse.recv[j]` is the value of the `_Retval` with the j-th
 smallest index; its ``name`` is ``recv_key[j]`` when the request lists keys (then ``len(recv_key)``
 must equal the number of `_Retval` nodes) and the `_Retval` node's name otherwise.
 
@@ -323,13 +324,21 @@ class Worker(RecvTensorService):
                 if "index" not in nd.attr:
                     raise errors.InvalidArgumentError(None, None, f"{nd.op} {nd.name!r} has no index attr")
                 (args if nd.op == "_Arg" else rets).append((nd.attr["index"].i, nd))
-        for what, lst in (("_Arg", args), ("_Retval", rets)):
-            idx = [i for i, _ in lst]
-            if len(set(idx)) != len(idx):
-                raise errors.InvalidArgumentError(None, None, f"duplicate {what} indices {sorted(idx)}")
-        args.sort(key=lambda t: t[0])
+        idx = [i for i, _ in rets]
+        if len(set(idx)) != len(idx):
+            raise errors.InvalidArgumentError(None, None, f"duplicate _Retval indices {sorted(idx)}")
+        # One feed may enter several devices here (an `_Arg` of one index on each device that
+        # reads it): it is sent once, and every `_Arg` of its index takes that value.
+        arg_type: dict[int, int] = {}
+        for i, nd in args:
+            t = nd.attr["T"].type
+            if arg_type.setdefault(i, t) != t:
+                raise errors.InvalidArgumentError(None, None, f"_Arg nodes of index {i} disagree on "
+                                                  f"their dtype ({arg_type[i]} and {t})")
+        distinct = sorted(arg_type)
         rets.sort(key=lambda t: t[0])
-        arg_pos = {nd.name: i for i, (_, nd) in enumerate(args)}
+        position = {i: k for k, i in enumerate(distinct)}
+        arg_pos = {nd.name: position[i] for i, nd in args}
         ret_pos = {nd.name: i for i, (_, nd) in enumerate(rets)}
         session = req.session_handle
         with self._register_lock:
@@ -351,7 +360,7 @@ class Worker(RecvTensorService):
                 plans.append(_DevicePlan(dev, plan, [arg_pos[n] for _, n in a], [ret_pos[n] for _, n in r],
                                          part))
             handle = f"{self.job}-{self.task}-g{next(self._handle_ids)}-{secrets.token_hex(4)}"
-            g = _Graph(handle, session, plans, [nd.attr["T"].type for _, nd in args],
+            g = _Graph(handle, session, plans, [arg_type[i] for i in distinct],
                        [nd.name for _, nd in rets],
                        not any(nd.op in ("_Send", "_Recv") for nd in gd.node),
                        prefetch=[(create_key(nd.attr["send_device"].s.decode(),

@@ -9,9 +9,8 @@ that reads it and takes a fetch from the device that produced it:
 * **Feeds.** Each `_Arg` goes to the devices of its consumers (data and control): one `_Arg` per
   consuming device, all with the feed's ``index``. An `_Arg` that nothing reads, or that is read only
   on the client device, stays there; a fed tensor that is also fetched keeps a copy on the client
-  device for its `_Retval`. With ``one_arg_per_task`` the devices of one task share one `_Arg` (on the
-  client device if it reads the feed, else on the first of them by name), the others receiving it by
-  Send/Recv inside the task: a worker takes one value per `_Arg` index (`RunGraphRequest.send`).
+  device for its `_Retval`. A worker takes one value per distinct `_Arg` index
+  (`RunGraphRequest.send`) and gives it to each `_Arg` of that index on its devices.
 * **Fetches.** Each `_Retval` goes to its producer's device.
 * **Pulled fetches.** With ``pull_device`` (the master's RunStepStream / RunStepPull steps) each
   `_Retval` becomes, on its producer's device, a `_Send` to `pull_device` (a device of no task):
@@ -40,7 +39,7 @@ __all__ = ["place_feeds_and_fetches"]
 
 
 def place_feeds_and_fetches(graph_def, client_device: str, pull_device: str | None = None,
-                            incarnations: dict | None = None, one_arg_per_task: bool = False) -> None:
+                            incarnations: dict | None = None) -> None:
     """Moves the `_Arg` and `_Retval` nodes of a pruned, placed graph in place (module docstring).
 
     Args:
@@ -49,11 +48,10 @@ def place_feeds_and_fetches(graph_def, client_device: str, pull_device: str | No
         pull_device: None, or the device that pulls every fetch (each `_Retval` becomes a `_Send`
             to it).
         incarnations: device name -> incarnation, for the rendezvous keys of those `_Send`s.
-        one_arg_per_task: at most one `_Arg` per feed on the devices of one task.
     """
     consumers = _consumers(graph_def)
     for arg in [nd for nd in graph_def.node if nd.op == "_Arg"]:
-        _place_arg(graph_def, arg, consumers.get(arg.name, ()), client_device, one_arg_per_task)
+        _place_arg(graph_def, arg, consumers.get(arg.name, ()), client_device)
     devices = {nd.name: nd.device for nd in graph_def.node}
     for nd in graph_def.node:
         if nd.op != "_Retval":
@@ -74,7 +72,7 @@ def _consumers(graph_def) -> dict:
     return out
 
 
-def _place_arg(graph_def, arg, users, client_device: str, one_arg_per_task: bool) -> None:
+def _place_arg(graph_def, arg, users, client_device: str) -> None:
     """Puts `arg` (and copies of it) on the devices of `users`, rewiring each user to its copy."""
     by_dev = collections.defaultdict(list)
     for user, k in users:
@@ -82,13 +80,6 @@ def _place_arg(graph_def, arg, users, client_device: str, one_arg_per_task: bool
     if not by_dev or set(by_dev) == {client_device}:
         return
     home = {d: d for d in by_dev}   # consuming device -> the device of the `_Arg` it reads
-    if one_arg_per_task:
-        by_task = collections.defaultdict(list)
-        for d in sorted(by_dev):
-            by_task[_task(d)].append(d)
-        for devs in by_task.values():
-            first = client_device if client_device in devs else devs[0]
-            home.update((d, first) for d in devs)
     for i, dev in enumerate(sorted(set(home.values()))):
         if i == 0:   # the first keeps the node (and its name)
             arg.device, name = dev, arg.name
@@ -100,11 +91,6 @@ def _place_arg(graph_def, arg, users, client_device: str, one_arg_per_task: bool
         for d in (d for d, h in home.items() if h == dev):
             for user, k in by_dev[d]:
                 user.input[k] = "^" + name if user.input[k].startswith("^") else name
-
-
-def _task(device: str) -> str:
-    """The task part (``/job:J/replica:R/task:T``) of a full device name."""
-    return device.rsplit("/", 1)[0]
 
 
 def _to_send(ret, recv_device: str, incarnation: int) -> None:

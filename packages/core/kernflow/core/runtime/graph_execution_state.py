@@ -16,8 +16,7 @@ The one step pipeline of the embedded runtime (`DirectSession`) and of the maste
 
 What differs between the two callers is only policy, passed in: the master's default task and its
 placement-failure diagnosis wrap `place`, it places by the kernels each task advertises rather
-than its own registry, and its steps name a pull device (streamed fetches) and ask for one `_Arg`
-per feed and task (a worker takes one value per `_Arg` index).
+than its own registry, and its streamed steps name a pull device for their fetches.
 
 `FeedCheck` holds what a signature's feeds must be (each fed tensor's dtype, a placeholder's
 declared shape), for a server that receives feeds it did not check itself (the master: the client
@@ -98,7 +97,7 @@ class GraphExecutionState:
         self._placed = self._placed_key = None
 
     def step(self, placed, feeds, fetches, targets, client_device: str, devices_by_name: dict,
-             incarnations: dict, pull_device: str | None = None, one_arg_per_task: bool = False):
+             incarnations: dict, pull_device: str | None = None):
         """(pruned and rewritten GraphDef, {device name: partition GraphDef}) of one signature.
 
         Args:
@@ -109,10 +108,9 @@ class GraphExecutionState:
             incarnations: device name -> incarnation (rendezvous keys).
             pull_device: None, or the device that pulls every fetch: each fetch is then a `_Send`
                 to it from its producer's device instead of a `_Retval`.
-            one_arg_per_task: at most one `_Arg` per feed on the devices of one task.
         """
         pruned = prune(placed, feeds, fetches, targets, client_device=client_device)
-        place_feeds_and_fetches(pruned, client_device, pull_device, incarnations, one_arg_per_task)
+        place_feeds_and_fetches(pruned, client_device, pull_device, incarnations)
         pruned = remapper.remap(pruned, devices_by_name, self._kernels, self.jit_level)
         pruned = fusion.fuse_elementwise(pruned, devices_by_name, self._kernels, self.jit_level)
         return pruned, partition(pruned, incarnations)
