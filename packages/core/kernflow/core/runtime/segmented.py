@@ -36,7 +36,7 @@ import os
 
 from kernflow.core.framework import errors
 from kernflow.core.runtime.execution import SEGMENTED, Execution, node_error
-from kernflow.core.runtime.straight_line import call_statement, exec_generated, generated_line_node
+from kernflow.core.runtime.straight_line import exec_generated, generated_line_node, node_statement
 
 __all__ = ["ENABLED", "SegmentedExecution", "SegmentedProgram", "can_segment", "compile_segments"]
 
@@ -189,29 +189,14 @@ def _compile_segment(plan, index, group, seg, slot_node, is_recv, readers, pinne
             line_node[len(lines) + 1] = n
             lines.append(f"    _run.start_recv({n.id}, k{n.id})")
             continue
-        args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
-        for pos, fn in n.convert:
-            args[pos] = f"{'_to_host' if fn == 'host' else '_to_device'}({args[pos]})"
-        if n.needs_ctx:
-            args.insert(0, "_ctx")
-        kname = f"k{n.id}"
-        g[kname] = n.compute
-        if n.id in inplace:
-            kname = f"k{n.id}_ip"
-            g[kname] = n.inplace
-        outs = [f"v{n.out_base + j}" for j in range(n.num_outputs)]
+        stmt, calls = node_statement(n, [ref(s, d) for s, d in zip(n.inputs, n.deref)], g, inplace)
         for j in range(n.num_outputs):
             local.add(n.out_base + j)
-        if n.op_type == "NoOp" and not n.inputs:
+        if stmt is None:
             continue
-        if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx and not n.convert:
-            stmt = f"{outs[0]} = {args[0]}"
-        else:
-            stmt = call_statement(outs, f"{kname}({', '.join(args)})")
         line_node[len(lines) + 1] = n
         lines.append("    " + stmt)
-        if not stmt.startswith(f"{outs[0]} = {args[0]}" if outs and args else "\0"):
-            # An aborted step stops between kernels, as under the dataflow executor.
+        if calls:   # an aborted step stops between kernels, as under the dataflow executor
             lines.append("    if _run.error is not None: return None")
         for j in range(n.num_outputs):
             s = n.out_base + j

@@ -20,7 +20,7 @@ from kernflow.core.framework import errors
 from kernflow.core.runtime.execution import STRAIGHT_LINE, Execution, node_error
 
 __all__ = ["StraightLineExecution", "call_statement", "compile_straight_line", "exec_generated",
-           "generated_line_node"]
+           "generated_line_node", "node_statement"]
 
 
 def compile_straight_line(plan, inplace: set, release: bool = True):
@@ -58,24 +58,9 @@ def compile_straight_line(plan, inplace: set, release: bool = True):
         return f"{name}.read()" if deref else name
 
     for n in nodes:
-        g[f"k{n.id}"] = n.compute
-        args = [ref(s, d) for s, d in zip(n.inputs, n.deref)]
-        for pos, fn in n.convert:
-            args[pos] = f"{'_to_host' if fn == 'host' else '_to_device'}({args[pos]})"
-        if n.needs_ctx:
-            args.insert(0, "_ctx")
-        kname = f"k{n.id}"
-        if n.id in inplace:
-            kname = f"k{n.id}_ip"   # input 0 is a dead, unaliased buffer: write the result into it
-            g[kname] = n.inplace
-        call = f"{kname}({', '.join(args)})"
-        outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
-        if n.op_type == "NoOp" and not n.inputs:
+        stmt, _ = node_statement(n, [ref(s, d) for s, d in zip(n.inputs, n.deref)], g, inplace)
+        if stmt is None:
             continue  # nothing to run: its control edges are honoured by the statement order
-        if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx and not n.convert:
-            stmt = f"{outs[0]} = {args[0]}"   # Identity: a name binding, no call
-        else:
-            stmt = call_statement(outs, call)
         line_node[len(lines) + 1] = n
         lines.append("    " + stmt)
         dead = [s for s in n.inputs if last_use.get(s) == n.id and s not in pinned
@@ -102,6 +87,34 @@ def compile_straight_line(plan, inplace: set, release: bool = True):
     run.namespace = g
     run.line_nodes = line_node
     return run
+
+
+def node_statement(n, args: list, g: dict, inplace: set):
+    """(the generated statement of plan node `n`, whether it calls a kernel); (None, False) for a
+    NoOp without inputs (nothing to run). Binds the kernel into the namespace `g`.
+
+    Args:
+        n: the plan `_Node`.
+        args: the expressions of its inputs, in order.
+        g: the generated code's globals.
+        inplace: ids of nodes whose in-place kernel may write into input 0's buffer.
+    """
+    g[f"k{n.id}"] = n.compute
+    if n.op_type == "NoOp" and not n.inputs:
+        return None, False
+    args = list(args)
+    for pos, fn in n.convert:
+        args[pos] = f"{'_to_host' if fn == 'host' else '_to_device'}({args[pos]})"
+    outs = [f"v{n.out_base + i}" for i in range(n.num_outputs)]
+    if n.forwards and n.num_outputs == 1 and len(args) == 1 and not n.needs_ctx and not n.convert:
+        return f"{outs[0]} = {args[0]}", False   # Identity: a name binding, no call
+    if n.needs_ctx:
+        args.insert(0, "_ctx")
+    kname = f"k{n.id}"
+    if n.id in inplace:
+        kname = f"k{n.id}_ip"   # input 0 is a dead, unaliased buffer: write the result into it
+        g[kname] = n.inplace
+    return call_statement(outs, f"{kname}({', '.join(args)})"), True
 
 
 def call_statement(outs: list, call: str) -> str:
