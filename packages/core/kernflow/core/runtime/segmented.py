@@ -136,20 +136,37 @@ def compile_segments(plan, inplace: set, release: bool = True) -> SegmentedProgr
             for s in n.inputs:
                 readers.setdefault(s, set()).add(seg[n.id])
     pinned = set(plan.retval_slots)
-    prog.functions, prog.sources = [], []
-    for i, group in enumerate(members):
-        fn, src = _compile_segment(plan, i, group, seg, slot_node, is_recv, readers, pinned, inplace,
-                                   release)
-        prog.functions.append(fn)
-        prog.sources.append(src)
-    return prog
-
-
-def _compile_segment(plan, index, group, seg, slot_node, is_recv, readers, pinned, inplace, release):
-    """``fn(vals, ctx, run)`` running one segment's statements (see `compile_segments`)."""
+    # Every segment is one function of a single generated module (one compile per plan).
     g = {"_errors": errors}
     if plan.device is not None and getattr(plan.device, "has_device_memory", False):
         g["_to_host"], g["_to_device"] = plan.device.to_host, plan.device.to_device
+    all_lines, line_node = [], {}
+    prog.sources = []
+    for i, group in enumerate(members):
+        lines, nodes_at = _compile_segment(plan, i, group, slot_node, is_recv, readers, pinned,
+                                           inplace, release, g)
+        line_node.update((len(all_lines) + k, n) for k, n in nodes_at.items())
+        all_lines.extend(lines)
+        prog.sources.append("\n".join(lines) + "\n")
+    filename = f"<kernflow plan {plan.id} segments on {plan.device.name if plan.device else '?'}>"
+    namespace = exec_generated("\n".join(all_lines) + "\n", filename, g)
+    prog.functions = [_wrap(namespace[f"_seg{i}"], filename, line_node) for i in range(len(members))]
+    return prog
+
+
+def _wrap(inner, filename: str, line_node: dict):
+    """A segment's function, re-raising a kernel's exception as a TF error naming its node."""
+    def run(vals, ctx, execution):
+        try:
+            inner(vals, ctx, execution)
+        except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the node
+            raise node_error(e, generated_line_node(e, filename, line_node)) from e
+    return run
+
+
+def _compile_segment(plan, index, group, slot_node, is_recv, readers, pinned, inplace, release, g):
+    """(the source lines of ``_seg<index>(vals, ctx, run)``, which runs one segment's statements,
+    {line number in them, from 1: node}); binds kernels and constants into the namespace `g`."""
     consts = plan._init_vals
     arg_slots = set(plan.arg_slots)
     local = set()          # slots produced by this segment
@@ -166,7 +183,7 @@ def _compile_segment(plan, index, group, seg, slot_node, is_recv, readers, pinne
             s = n.out_base + j
             if s in pinned or readers.get(s, set()) - {index}:
                 exported.add(s)
-    lines = ["def _seg(_vals, _ctx, _run):"]
+    lines = [f"def _seg{index}(_vals, _ctx, _run):"]
     line_node = {}
 
     def ref(s, deref):
@@ -208,16 +225,7 @@ def _compile_segment(plan, index, group, seg, slot_node, is_recv, readers, pinne
             if dead:
                 lines.append(f"    del {', '.join(f'v{s}' for s in dict.fromkeys(dead))}")
     lines.append("    return None")
-    src = "\n".join(lines) + "\n"
-    filename = f"<kernflow plan {plan.id} segment {index} on {plan.device.name if plan.device else '?'}>"
-    inner = exec_generated(src, filename, g)["_seg"]
-
-    def run(vals, ctx, execution):
-        try:
-            inner(vals, ctx, execution)
-        except Exception as e:  # noqa: BLE001 - re-raised as a TF error naming the node
-            raise node_error(e, generated_line_node(e, filename, line_node)) from e
-    return run, src
+    return lines, line_node
 
 
 class SegmentedExecution(Execution):
