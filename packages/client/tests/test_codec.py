@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from kernflow.core.framework import errors
+from kernflow.core.framework import tensor_codec
 from kernflow.core.protobuf import types_pb2
 from kernflow.client import codec
 from kernflow.client.protobuf import worker_pb2
@@ -40,7 +41,7 @@ def test_tensor_proto_round_trip(dtype, shape):
 def test_recv_stream_round_trip(dtype, shape):
     a = _sample(dtype, shape)
     msgs = list(codec.iter_recv_chunks(a, chunk_bytes=7))
-    assert msgs[0].total_bytes == a.nbytes and list(msgs[0].shape.dim) == list(codec._shape_proto(shape).dim)
+    assert msgs[0].total_bytes == a.nbytes and list(msgs[0].shape.dim) == list(tensor_codec.shape_proto(shape).dim)
     assert all(len(m.content) <= 7 for m in msgs)
     assert all(m.dtype == 0 for m in msgs[1:])  # only the first carries the header
     b, dead = codec.assemble_recv_chunks(msgs)

@@ -40,23 +40,11 @@ import numpy as np
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_codec
-# (the private names are the codec's helpers, as the streaming code here, tensor_requests and
-# grpc_transport use them)
-from kernflow.core.framework.tensor_codec import byte_view as _byte_view
-from kernflow.core.framework.tensor_codec import decode_string_list
-from kernflow.core.framework.tensor_codec import encode_string_list
-from kernflow.core.framework.tensor_codec import is_string as _is_string
-from kernflow.core.framework.tensor_codec import num_elements as _num_elements
-from kernflow.core.framework.tensor_codec import proto_to_tensor
-from kernflow.core.framework.tensor_codec import receive_buffer
-from kernflow.core.framework.tensor_codec import shape_of as _shape_from
-from kernflow.core.framework.tensor_codec import shape_proto as _shape_proto
-from kernflow.core.framework.tensor_codec import string_items as _string_list
-from kernflow.core.framework.tensor_codec import tensor_to_proto
-from kernflow.core.framework.tensor_codec import to_host_array
-from kernflow.core.framework.tensor_codec import to_native
-from kernflow.core.framework.tensor_codec import wire_array as _wire_array
-from kernflow.core.framework.tensor_codec import wire_encoding as _encoding
+from kernflow.core.framework.tensor_codec import (byte_view, decode_string_list, encode_string_list,
+                                                   is_string, num_elements, proto_to_tensor,
+                                                   receive_buffer, shape_of, shape_proto, string_items,
+                                                   tensor_to_proto, to_host_array, to_native,
+                                                   wire_array)
 from kernflow.client.protobuf import worker_pb2
 
 __all__ = ["CHUNK_BYTES", "tensor_to_proto", "proto_to_tensor", "iter_recv_chunks", "encode_recv_chunks",
@@ -95,7 +83,7 @@ def _frame(head: bytes, payload) -> bytes:
 
 
 def _numeric_frames(enum: int, shape, view: memoryview, total: int, chunk_bytes: int) -> Iterator[bytes]:
-    head = _R(dtype=enum, shape=_shape_proto(shape), total_bytes=total).SerializeToString()
+    head = _R(dtype=enum, shape=shape_proto(shape), total_bytes=total).SerializeToString()
     yield _frame(head, view[:chunk_bytes]) if total else head
     for start in range(chunk_bytes, total, chunk_bytes):
         yield _frame(b"", view[start:start + chunk_bytes])
@@ -127,10 +115,10 @@ tensor_codec.register_host_type(WireSnapshot, WireSnapshot.array)   # (`to_host_
 def snapshot(arr, chunk_bytes: int = CHUNK_BYTES):
     """A copy of `arr` that later updates of `arr` do not change: a `WireSnapshot` for numeric
     numpy arrays, ``arr.copy()`` for anything else (strings, device arrays)."""
-    if not isinstance(arr, np.ndarray) or _is_string(arr):
+    if not isinstance(arr, np.ndarray) or is_string(arr):
         return arr.copy()
-    enum, arr = _wire_array(arr)
-    frames = list(_numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes))
+    enum, arr = wire_array(arr)
+    frames = list(_numeric_frames(enum, arr.shape, byte_view(arr), arr.nbytes, chunk_bytes))
     return WireSnapshot(enum, arr.dtype, arr.shape, frames, arr.nbytes)
 
 
@@ -151,10 +139,10 @@ def raw_views(value):
         return (value.dtype_enum, tuple(value.shape), [split_content(f, _R)[1] for f in value.frames],
                 value.nbytes)
     arr = value if type(value) is np.ndarray else to_host_array(value)
-    if _is_string(arr):
+    if is_string(arr):
         return None
-    enum, arr = _wire_array(arr)
-    return enum, arr.shape, [_byte_view(arr)], arr.nbytes
+    enum, arr = wire_array(arr)
+    return enum, arr.shape, [byte_view(arr)], arr.nbytes
 
 
 def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTES,
@@ -172,9 +160,9 @@ def encode_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BY
         return
     if not is_dead and value is not None:
         arr = value if type(value) is np.ndarray else to_host_array(value)
-        if not _is_string(arr):
-            enum, arr = _wire_array(arr)
-            yield from _numeric_frames(enum, arr.shape, _byte_view(arr), arr.nbytes, chunk_bytes)
+        if not is_string(arr):
+            enum, arr = wire_array(arr)
+            yield from _numeric_frames(enum, arr.shape, byte_view(arr), arr.nbytes, chunk_bytes)
             return
         if string_list and _has_long_string(arr, chunk_bytes):
             yield from _string_list_frames(arr, chunk_bytes)
@@ -192,9 +180,9 @@ def _has_long_string(arr: np.ndarray, chunk_bytes: int) -> bool:
 def _string_list_frames(arr: np.ndarray, chunk_bytes: int) -> Iterator[bytes]:
     """The serialized messages of a string tensor in the string-list encoding (module docstring):
     each chunk joined from views of the strings, so every byte is copied once."""
-    items = _string_list(arr)
+    items = string_items(arr)
     lengths, total = encode_string_list(items)
-    head = _R(dtype=_dtypes.string.as_datatype_enum, shape=_shape_proto(arr.shape),
+    head = _R(dtype=_dtypes.string.as_datatype_enum, shape=shape_proto(arr.shape),
               total_bytes=len(lengths) + total).SerializeToString()
     parts, n = [], 0
     for piece in (lengths, *items):
@@ -232,7 +220,7 @@ def iter_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTE
         raise ValueError(f"chunk_bytes must be positive, got {chunk_bytes}")
     if string_list and not is_dead and value is not None:
         arr = to_host_array(value)
-        if _is_string(arr) and _has_long_string(arr, chunk_bytes):
+        if is_string(arr) and _has_long_string(arr, chunk_bytes):
             yield from (_R.FromString(f) for f in _string_list_frames(arr, chunk_bytes))
             return
     if isinstance(value, WireSnapshot):
@@ -241,18 +229,18 @@ def iter_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTE
         msg = worker_pb2.RecvTensorResponse(is_dead=True)
         if value is not None:
             arr = to_host_array(value)
-            msg.dtype = (_dtypes.string if _is_string(arr) else _dtypes.as_dtype(arr.dtype)).as_datatype_enum
-            msg.shape.CopyFrom(_shape_proto(arr.shape))
+            msg.dtype = (_dtypes.string if is_string(arr) else _dtypes.as_dtype(arr.dtype)).as_datatype_enum
+            msg.shape.CopyFrom(shape_proto(arr.shape))
         yield msg
         return
     arr = to_host_array(value)
-    if _is_string(arr):
+    if is_string(arr):
         yield from _iter_string_chunks(arr, chunk_bytes)
         return
-    enum, arr = _wire_array(arr)
+    enum, arr = wire_array(arr)
     total = arr.nbytes
-    view = _byte_view(arr)
-    first = worker_pb2.RecvTensorResponse(dtype=enum, shape=_shape_proto(arr.shape),
+    view = byte_view(arr)
+    first = worker_pb2.RecvTensorResponse(dtype=enum, shape=shape_proto(arr.shape),
                                           total_bytes=total, content=bytes(view[:chunk_bytes]))
     yield first
     for start in range(chunk_bytes, total, chunk_bytes):
@@ -260,8 +248,8 @@ def iter_recv_chunks(value, is_dead: bool = False, chunk_bytes: int = CHUNK_BYTE
 
 
 def _iter_string_chunks(arr: np.ndarray, chunk_bytes: int):
-    items = _string_list(arr)
-    msg = worker_pb2.RecvTensorResponse(dtype=_dtypes.string.as_datatype_enum, shape=_shape_proto(arr.shape),
+    items = string_items(arr)
+    msg = worker_pb2.RecvTensorResponse(dtype=_dtypes.string.as_datatype_enum, shape=shape_proto(arr.shape),
                                         total_bytes=sum(len(s) for s in items))
     batch, size = [], 0
     for s in items:
@@ -407,10 +395,10 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
     total = int(first.total_bytes)
     strings = first.dtype == _dtypes.string.as_datatype_enum
     if strings and not len(content):   # (elements in string_val; else the string-list encoding)
-        return _assemble_strings(first, (_parts(x)[0] for x in it), _shape_from(first.shape)), False
+        return _assemble_strings(first, (_parts(x)[0] for x in it), shape_of(first.shape)), False
     if strings:
-        shape = _shape_from(first.shape)
-        if total < _num_elements(shape):
+        shape = shape_of(first.shape)
+        if total < num_elements(shape):
             raise errors.InvalidArgumentError(
                 None, None, f"RecvTensor announces {total} bytes for a string tensor of shape {shape}, "
                             f"which needs one at least per element")
@@ -435,7 +423,7 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
     if filled < total:
         raise errors.DataLossError(None, None, f"RecvTensor stream ended after {filled} of {total} bytes")
     if strings:
-        n = _num_elements(shape)
+        n = num_elements(shape)
         strs = np.empty(n, dtype=object)
         strs[:] = decode_string_list(view, n, shape)
         return strs.reshape(shape), False
@@ -443,7 +431,7 @@ def assemble_recv_chunks(responses: Iterable) -> tuple[np.ndarray | None, bool]:
 
 
 def _assemble_strings(first, it, shape) -> np.ndarray:
-    n = _num_elements(shape)
+    n = num_elements(shape)
     total = int(first.total_bytes)
     items: list[bytes] = []
     msg = first

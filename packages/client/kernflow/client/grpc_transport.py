@@ -14,6 +14,7 @@ from kernflow.client.protobuf import worker_pb2
 from kernflow.client.transports import recv_call
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
+from kernflow.core.framework import tensor_codec
 from kernflow.core.runtime.transport import Transport
 
 __all__ = ["GrpcTransport"]
@@ -69,7 +70,7 @@ def split_values(responses, n: int):
             yield k - 1, items
             continue
         strings = first.dtype == _STRING
-        want = codec._num_elements(codec._shape_from(first.shape)) if strings else int(first.total_bytes)
+        want = tensor_codec.num_elements(tensor_codec.shape_of(first.shape)) if strings else int(first.total_bytes)
         have = len(first.string_val) if strings else len(item[1])
         while have < want:
             nxt = next(it, None)

@@ -40,7 +40,7 @@ import numpy as np
 
 from kernflow.core.framework import dtypes as _dtypes
 from kernflow.core.framework import errors
-from kernflow.core.framework import tensor_util
+from kernflow.core.framework import tensor_codec
 from kernflow.core.protobuf import tensor_shape_pb2
 from kernflow.client import codec
 from kernflow.client.protobuf import master_pb2
@@ -129,15 +129,15 @@ class SplitMessage:
         arr = value if type(value) is np.ndarray else codec.to_host_array(value)
         header = getattr(self.message, self.path[0]).add(name=name)
         t = header.tensor
-        if codec._is_string(arr):
-            items = codec._string_list(arr)
+        if tensor_codec.is_string(arr):
+            items = tensor_codec.string_items(arr)
             total = sum(map(len, items))
             if total < INLINE_BYTES:
                 t.dtype = _dtypes.string.as_datatype_enum
                 t.tensor_shape.dim.extend(_Dim(size=d) for d in arr.shape)
                 t.string_val.extend(items)
                 return self._inline(total)
-            lengths, total = tensor_util.encode_string_list(items)
+            lengths, total = tensor_codec.encode_string_list(items)
             payload, size = [lengths, *items], len(lengths) + total
             t.dtype = _dtypes.string.as_datatype_enum
             local = np.empty(len(items), dtype=object)
@@ -147,12 +147,12 @@ class SplitMessage:
             if arr.nbytes < INLINE_BYTES:
                 codec.tensor_to_proto(arr, out=t)
                 return self._inline(arr.nbytes)
-            enum, wire = codec._encoding(arr.dtype)
-            if arr.dtype != wire or not arr.flags.c_contiguous:
-                arr = np.asarray(arr, dtype=wire, order="C")
+            enum, wired = tensor_codec.wire_array(arr)
+            if wired is not arr:
+                arr = wired
             elif snapshot is not None and snapshot(arr):
                 arr = arr.copy()
-            payload, size, local = [codec._byte_view(arr)], arr.nbytes, arr
+            payload, size, local = [tensor_codec.byte_view(arr)], arr.nbytes, arr
             t.dtype = enum
         for d in arr.shape:
             t.tensor_shape.dim.add(size=d)

@@ -79,8 +79,7 @@ def _place_arg(graph_def, arg, users, client_device: str) -> None:
         by_dev[user.device].append((user, k))
     if not by_dev or set(by_dev) == {client_device}:
         return
-    home = {d: d for d in by_dev}   # consuming device -> the device of the `_Arg` it reads
-    for i, dev in enumerate(sorted(set(home.values()))):
+    for i, dev in enumerate(sorted(by_dev)):
         if i == 0:   # the first keeps the node (and its name)
             arg.device, name = dev, arg.name
         else:
@@ -88,9 +87,8 @@ def _place_arg(graph_def, arg, users, client_device: str) -> None:
             copy.CopyFrom(arg)
             copy.name = name = f"{arg.name}/_on_{device_label(dev)}"
             copy.device = dev
-        for d in (d for d, h in home.items() if h == dev):
-            for user, k in by_dev[d]:
-                user.input[k] = "^" + name if user.input[k].startswith("^") else name
+        for user, k in by_dev[dev]:
+            user.input[k] = "^" + name if user.input[k].startswith("^") else name
 
 
 def _to_send(ret, recv_device: str, incarnation: int) -> None:

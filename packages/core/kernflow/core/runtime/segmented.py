@@ -65,8 +65,7 @@ class SegmentedProgram:
         sources: per segment, the generated source (for tests and debugging).
     """
 
-    __slots__ = ("functions", "init_pending", "after_segment", "after_recv", "recv_slot", "sources",
-                 "num_slots")
+    __slots__ = ("functions", "init_pending", "after_segment", "after_recv", "recv_slot", "sources")
 
 
 def compile_segments(plan, inplace: set, release: bool = True) -> SegmentedProgram:
@@ -117,7 +116,6 @@ def compile_segments(plan, inplace: set, release: bool = True) -> SegmentedProgr
                 wait_segs[i].add(seg[p])
 
     prog = SegmentedProgram()
-    prog.num_slots = plan.num_slots
     prog.init_pending = [len(wait_recvs[i]) + len(wait_segs[i]) for i in range(len(order))]
     prog.after_segment = [[] for _ in order]
     for i in range(len(order)):

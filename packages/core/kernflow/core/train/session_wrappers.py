@@ -241,16 +241,15 @@ class HookedSession(_WrappedSession):
         # Without options from the caller or a hook the step runs with none (nothing to trace or
         # return in the metadata), and the hooks get an empty RunMetadata, as TF's would be.
         run_options = merged_options if asked or options is not None else None
-        given = run_metadata
-        run_metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
+        hooks_metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
         outputs = _WrappedSession.run(self, fetches=actual_fetches, feed_dict=feed_dict,
                                       options=run_options,
-                                      run_metadata=run_metadata if run_options is not None or
-                                      given is not None else None)
+                                      run_metadata=hooks_metadata if run_options is not None
+                                      else run_metadata)
         for hook in self._hooks:
             hook.after_run(run_context, SessionRunValues(results=outputs.get(hook),
                                                          options=merged_options,
-                                                         run_metadata=run_metadata))
+                                                         run_metadata=hooks_metadata))
         self._should_stop = self._should_stop or run_context.stop_requested
         return outputs["caller"]
 
