@@ -172,3 +172,42 @@ def test_worker_offers_its_gpu_to_the_master():
             np.testing.assert_allclose(s.run(b), np.eye(3) * 4)
     finally:
         server.stop()
+
+
+# ------------------------------------------------ found by the session-16 run of the core suite on a GPU
+def test_string_tensors_are_placed_on_the_cpu_and_uninitialized_variables_are_reported():
+    # report_uninitialized_variables gathers variable names (strings) with a boolean mask: the
+    # string GatherV2 has no GPU kernel (as in TF) and must not be handed object arrays on the GPU.
+    g = kf.Graph()
+    with g.as_default():
+        a = kf.Variable(np.ones(3, np.float32), name="a")
+        kf.Variable(np.zeros(2, np.float32), name="b")
+        report = kf.report_uninitialized_variables()
+        names = kf.constant(["x", "y", "z"])
+        picked = kf.gather(names, kf.constant([2, 0]))
+    with kf.Session(graph=g) as s:
+        s.run(a.initializer)
+        (left, got), where = _placement(s, [report, picked])
+    assert [n.decode() for n in left] == ["b"]
+    assert [n.decode() for n in got] == ["z", "x"]
+    assert where[picked.op.name].endswith("CPU:0")
+
+
+def test_scatter_sub_and_batch_matmul_of_floats_on_the_gpu():
+    # (cupy's subtract.at takes int32/uint32 only; the CPU BatchMatMulV2 kernel is numpy-only)
+    g = kf.Graph()
+    with g.as_default(), kf.device("/gpu:0"):
+        v = kf.Variable(np.full((4, 2), 10.0, np.float32))
+        sub = kf.scatter_sub(v, [0, 2, 0], np.ones((3, 2), np.float32))
+        x = kf.constant(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+        y = kf.constant(np.arange(24, dtype=np.float32).reshape(2, 4, 3))
+        bmm = kf.matmul(x, y)
+        bmm_t = kf.matmul(x, x, transpose_b=True)
+    with kf.Session(graph=g) as s:
+        s.run(v.initializer)
+        (got, prod, prod_t), where = _placement(s, [sub, bmm, bmm_t])
+    np.testing.assert_array_equal(got, [[8, 8], [10, 10], [9, 9], [10, 10]])
+    xv = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_allclose(prod, xv @ np.arange(24, dtype=np.float32).reshape(2, 4, 3), rtol=1e-6)
+    np.testing.assert_allclose(prod_t, xv @ xv.transpose(0, 2, 1), rtol=1e-6)
+    assert where[bmm.op.name] == GPU0 and where[sub.op.name] == GPU0

@@ -215,7 +215,7 @@ def test_closed_session(g):
 
 
 def test_list_devices_and_device_count(g):
-    with kf.Session(config=kf.ConfigProto(device_count={"CPU": 2})) as s:
+    with kf.Session(config=kf.ConfigProto(device_count={"CPU": 2, "GPU": 0})) as s:
         names = [d.name for d in s.list_devices()]
     assert names == ["/job:localhost/replica:0/task:0/device:CPU:0",
                      "/job:localhost/replica:0/task:0/device:CPU:1"]

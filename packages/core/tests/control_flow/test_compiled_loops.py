@@ -12,6 +12,9 @@ import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.runtime import loops
 
+# Loops compile on the CPU (a GPU plugin, when installed, would place their bodies on the GPU).
+CPU = kf.ConfigProto(device_count={"GPU": 0})
+
 
 def _traced_ops(sess, fetches, feed=None):
     md = kf.RunMetadata()
@@ -29,7 +32,7 @@ def test_simple_loop_is_one_node_and_traces_its_members():
     n = kf.placeholder(kf.int32, [])
     out = kf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, kf.add(a, 2.0, name="acc")),
                         [kf.constant(0), kf.constant(0.0)], name="count")
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         got, ops = _traced_ops(s, out, {n: 7})
         assert tuple(got) == (7, 14.0)
         assert tuple(s.run(out, {n: 0})) == (0, 0.0)
@@ -47,7 +50,7 @@ def test_lstm_forward_and_gradient_loops_compile_and_match_numpy():
     loss = kf.reduce_sum(out * out)
     kernel = [v for v in kf.trainable_variables() if "cell_0" in v.name and "kernel" in v.name][0]
     grad, = kf.gradients(loss, [kernel])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         s.run(kf.global_variables_initializer())
         (o, gv), ops = _traced_ops(s, [out, grad], {x: xs})
         ws = s.run([v for v in kf.trainable_variables()])
@@ -82,7 +85,7 @@ def test_gradient_of_compiled_loop_matches_finite_differences():
     loss = kf.reduce_sum(y * y)
     g, = kf.gradients(loss, [x])
     x0 = np.array([0.3, -0.1, 0.7])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         got = s.run(g, {x: x0})
         eps = 1e-6
         fd = [(s.run(loss, {x: x0 + eps * e}) - s.run(loss, {x: x0 - eps * e})) / (2 * eps)
@@ -97,7 +100,7 @@ def test_nested_loops_compile_inner_first_then_outer():
         return i + 1, acc + inner
     out = kf.while_loop(lambda i, acc: i < 5, outer_body, [kf.constant(0), kf.constant(0.0)],
                         name="outer")
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         got, ops = _traced_ops(s, out)
     # sum over i < 5 of sum(range(i)) = 0 + 0 + 1 + 3 + 6
     assert tuple(got) == (5, 10.0)
@@ -109,7 +112,7 @@ def test_loop_with_a_cond_in_its_body_stays_on_the_frames_executor():
     def body(i, a):
         return i + 1, kf.cond(kf.equal(i % 2, 0), lambda: a + 1.0, lambda: a * 2.0)
     out = kf.while_loop(lambda i, a: i < 6, body, [kf.constant(0), kf.constant(1.0)])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         got, ops = _traced_ops(s, out)
     a = 1.0
     for i in range(6):
@@ -125,7 +128,7 @@ def test_stateful_body_op_runs_once_per_iteration():
         with kf.control_dependencies([kf.assign_add(v, 1)]):
             return i + 1
     out = kf.while_loop(lambda i: i < 9, body, [kf.constant(0)])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         s.run(v.initializer)
         assert s.run(out) == 9
         assert s.run(v) == 9
@@ -137,7 +140,7 @@ def test_loop_reading_a_feed_and_a_variable():
     x = kf.placeholder(kf.float32, [2])
     v = kf.Variable([1.0, 2.0])
     out = kf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x + v), [0, kf.zeros([2])])[1]
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         s.run(v.initializer)
         got = s.run(out, {x: [2.0, 0.5]})
     a = np.zeros(2)
@@ -149,7 +152,7 @@ def test_loop_reading_a_feed_and_a_variable():
 def test_two_independent_loops_both_compile():
     a = kf.while_loop(lambda i: i < 100, lambda i: i + 1, [kf.constant(0)], name="up")
     b = kf.while_loop(lambda i: i > -50, lambda i: i - 1, [kf.constant(0)], name="down")
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         got, ops = _traced_ops(s, [a, b])
     assert got == [100, -50]
     assert _compiled_loops(ops) == (["down", "up"] if loops.ENABLED else [])
@@ -162,14 +165,14 @@ def test_body_error_names_the_node_in_the_loop():
         return i + 1, kf.reshape(a, [2, -1], name="bad_reshape")
     out = kf.while_loop(lambda i, a: i < 2, body, [kf.constant(0), x],
                         shape_invariants=[kf.TensorShape([]), kf.TensorShape(None)])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         with pytest.raises(errors.InvalidArgumentError, match="bad_reshape"):
             s.run(out, {x: np.zeros(3, np.float32)})
 
 
 def test_endless_loop_stops_at_the_run_deadline():
     out = kf.while_loop(lambda i: i >= 0, lambda i: i + 1, [kf.constant(0)])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         t0 = time.monotonic()
         with pytest.raises(errors.DeadlineExceededError):
             s.run(out, options=kf.RunOptions(timeout_in_ms=300))
@@ -178,7 +181,7 @@ def test_endless_loop_stops_at_the_run_deadline():
 
 def test_endless_loop_stops_when_the_session_closes(in_thread):
     out = kf.while_loop(lambda i: i >= 0, lambda i: i + 1, [kf.constant(0)])
-    s = kf.Session()
+    s = kf.Session(config=CPU)
     started = threading.Event()
     t, box = in_thread(lambda: (started.set(), s.run(out)))
     started.wait(5)
@@ -199,7 +202,7 @@ def test_loop_in_an_untaken_cond_branch_does_not_run():
                 return i + 1
         return kf.while_loop(lambda i: i < 4, body, [kf.constant(0)])
     out = kf.cond(p, looping, lambda: kf.constant(-1))
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         s.run(v.initializer)
         assert s.run(out, {p: False}) == -1 and s.run(v) == 0
         assert s.run(out, {p: True}) == 4 and s.run(v) == 4
@@ -224,7 +227,7 @@ def _two_matmul_loop(a_val, b_val):
     out = kf.while_loop(lambda i, x, y: i < 3, body, [kf.constant(0), kf.eye(2, dtype=kf.float64),
                                                         kf.eye(2, dtype=kf.float64)],
                         shape_invariants=[kf.TensorShape([]), kf.TensorShape(None), kf.TensorShape(None)])
-    with kf.Session() as s:
+    with kf.Session(config=CPU) as s:
         return s.run(out, {a: a_val, b: b_val})
 
 

@@ -13,7 +13,7 @@ import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.ops import control_flow_ops as cf
 
-TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2})
+TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2, "GPU": 0})
 
 
 def _run(fetches, feed=None, config=None):

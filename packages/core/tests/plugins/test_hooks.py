@@ -61,7 +61,8 @@ def test_kernflow_register_devices(with_plugin):
         with kf.device("/device:XPU:0"):
             y = kf.constant(1.0) + 2.0
         with kf.Session() as s:
-            assert [d.device_type for d in s.list_devices()] == ["XPU", "CPU"]
+            # (a GPU plugin, when installed, adds its GPUs between the two)
+            assert [d.device_type for d in s.list_devices() if d.device_type != "GPU"] == ["XPU", "CPU"]
             md = kf.RunMetadata()
             assert s.run(y, options=kf.RunOptions(output_partition_graphs=True), run_metadata=md) == 3.0
     devices = {n.name: n.device for p in md.partition_graphs for n in p.node}

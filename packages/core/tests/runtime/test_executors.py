@@ -21,8 +21,10 @@ from kernflow.core.runtime.execution import (DATAFLOW, EXECUTORS, FRAMES, REFERE
                                              STRAIGHT_LINE)
 from kernflow.core.runtime.rendezvous import LocalRendezvous
 
-TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2})
-THREE_CPUS = kf.ConfigProto(device_count={"CPU": 3})
+# CPU devices only (a GPU plugin, when installed, would add partitions and device arrays).
+CPU = kf.ConfigProto(device_count={"GPU": 0})
+TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2, "GPU": 0})
+THREE_CPUS = kf.ConfigProto(device_count={"CPU": 3, "GPU": 0})
 
 
 # ---------------------------------------------------------------------------- the graphs
@@ -176,18 +178,18 @@ SCHEDULED = {DATAFLOW, FRAMES}
 RECVS = {SEGMENTED, DATAFLOW, FRAMES}
 # name: (graph builder, session config, the executors some partition of it must go through)
 CASES = {
-    "elementwise": (_elementwise, None, ALL),
-    "mlp": (_mlp, None, ALL),
-    "gradients": (_gradients, None, ALL),
-    "multi_output": (_multi_output, None, ALL),
-    "variables": (_variables, None, ALL),
-    "seeded_random": (_seeded_random, None, ALL),
-    "queue": (_queue, None, SCHEDULED),
-    "cond_true": (_cond(True), None, {FRAMES}),
-    "cond_false": (_cond(False), None, {FRAMES}),
-    "while_loop": (_while_loop, None, ALL),         # (its loop compiled: every executor)
-    "nested_while": (_nested_while, None, ALL),
-    "while_gradient": (_while_gradient, None, ALL),
+    "elementwise": (_elementwise, CPU, ALL),
+    "mlp": (_mlp, CPU, ALL),
+    "gradients": (_gradients, CPU, ALL),
+    "multi_output": (_multi_output, CPU, ALL),
+    "variables": (_variables, CPU, ALL),
+    "seeded_random": (_seeded_random, CPU, ALL),
+    "queue": (_queue, CPU, SCHEDULED),
+    "cond_true": (_cond(True), CPU, {FRAMES}),
+    "cond_false": (_cond(False), CPU, {FRAMES}),
+    "while_loop": (_while_loop, CPU, ALL),         # (its loop compiled: every executor)
+    "nested_while": (_nested_while, CPU, ALL),
+    "while_gradient": (_while_gradient, CPU, ALL),
     "two_devices": (_two_devices, TWO_CPUS, RECVS),
     "sharded_training": (_sharded_training, THREE_CPUS, RECVS),
     "control_from_another_device": (_control_from_another_device, TWO_CPUS, RECVS),
@@ -304,7 +306,7 @@ def test_each_plan_names_the_executors_that_accept_it(case, expected):
 
 
 def test_compiled_loops_leave_a_plan_every_executor_accepts():
-    sess, fetches, feeds = _session(_while_loop, None)
+    sess, fetches, feeds = _session(_while_loop, CPU)
     with sess:
         step, _ = _step(sess, fetches, feeds, compile_loops=True)
         (plan,) = step.plans
@@ -313,7 +315,7 @@ def test_compiled_loops_leave_a_plan_every_executor_accepts():
 
 
 def _plan_of(build):
-    sess, fetches, feeds = _session(build, None)
+    sess, fetches, feeds = _session(build, CPU)
     step, values = _step(sess, fetches, feeds, compile_loops=False)
     return sess, step.plans[0], values
 

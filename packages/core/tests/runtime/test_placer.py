@@ -7,7 +7,7 @@ from kernflow.core.framework import errors
 from kernflow.core.plugins import registries
 from kernflow.core.runtime.placer import KernelSupport, PlacementOptions, RegistryKernels, place
 
-TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2})
+TWO_CPUS = kf.ConfigProto(device_count={"CPU": 2, "GPU": 0})
 
 
 class _Without(KernelSupport):

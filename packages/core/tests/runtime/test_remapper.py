@@ -24,7 +24,10 @@ def _off():
 
 
 def _run(graph, fetches, feeds, config=None):
-    """(values, op types of the partition graphs that ran) of one step."""
+    """(values, op types of the partition graphs that ran) of one step, on the CPU (the fusion is the
+    CPU plugin's: oneDNN post-ops)."""
+    config = config or kf.ConfigProto()
+    config.device_count["GPU"] = 0
     with kf.Session(graph=graph, config=config) as s:
         s.run(kf.global_variables_initializer()) if graph.get_collection("variables") else None
         meta = kf.RunMetadata()

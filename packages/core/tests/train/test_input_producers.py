@@ -2,6 +2,7 @@
 (kernflow/core/ops/input_producers.py), with the count_up_to and matching_files ops they use."""
 
 import contextlib
+import time
 
 import numpy as np
 import pytest
@@ -268,9 +269,8 @@ def test_string_input_producer_summarizes_how_full_its_queue_is():
     assert summary.op.name == "files/fraction_of_4_full"
     with _running() as sess:
         q.dequeue()   # (the runner keeps the queue topped up to its capacity)
-        value = 0.0
-        for _ in range(200):
+        value, deadline = 0.0, time.monotonic() + 10
+        while value != 1.0 and time.monotonic() < deadline:   # the runner thread fills it meanwhile
             value = kf.summary.Summary.FromString(sess.run(summary)).value[0].simple_value
-            if value == 1.0:
-                break
+            time.sleep(0.001)
         assert value == 1.0

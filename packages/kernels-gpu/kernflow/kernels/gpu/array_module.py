@@ -19,11 +19,11 @@ import numpy as np
 
 from kernflow.core.framework import dtypes, op_def_registry
 
-__all__ = ["ArrayModule", "numpy_module", "cupy_module", "device_dtypes", "first_true",
+__all__ = ["ArrayModule", "DEVICE_DTYPES", "numpy_module", "cupy_module", "device_dtypes", "first_true",
            "fold_segments", "segment_sum"]
 
 # dtypes with device memory (strings, resources and variants stay on the host).
-_DEVICE_TYPES = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8,
+DEVICE_DTYPES = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8,
                  dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.float32,
                  dtypes.float64, dtypes.complex64, dtypes.complex128)
 # cupy.add.at's dtypes (CUDA atomicAdd's): others take the sort-and-scan path.
@@ -60,7 +60,7 @@ def numpy_module(atomic_add: bool = True) -> ArrayModule:
     """numpy (for tests); `atomic_add=False` sends every scatter-add through the sort-and-scan path
     cupy takes for dtypes atomicAdd lacks."""
     from kernflow.kernels.cpu import training
-    types = frozenset(np.dtype(t.as_numpy_dtype) for t in _DEVICE_TYPES) if atomic_add else frozenset()
+    types = frozenset(np.dtype(t.as_numpy_dtype) for t in DEVICE_DTYPES) if atomic_add else frozenset()
     return ArrayModule(np, np.add.at, types, np.asarray,
                        lambda a, axis=-1: np.argsort(a, axis=axis, kind="stable"), training.RULES)
 
@@ -81,8 +81,8 @@ def device_dtypes(op_type: str, attr: str = "T", int32: bool = False) -> list:
     """The dtypes a GPU kernel of `op_type` registers for `attr`: those the op allows that have
     device memory, int32 only if `int32` (an op whose `T` is int32 runs its CPU kernel on the host,
     see kernels.py)."""
-    allowed = op_def_registry.get(op_type).attrs[attr].allowed or _DEVICE_TYPES
-    return [t for t in _DEVICE_TYPES if t in allowed and (int32 or t != dtypes.int32)]
+    allowed = op_def_registry.get(op_type).attrs[attr].allowed or DEVICE_DTYPES
+    return [t for t in DEVICE_DTYPES if t in allowed and (int32 or t != dtypes.int32)]
 
 
 def first_true(am: ArrayModule, mask) -> int:

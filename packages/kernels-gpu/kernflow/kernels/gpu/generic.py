@@ -93,13 +93,21 @@ class _Ufunc:
         self._c, self._n = c, n
         self._call = _dispatch(name, c, n)
         self.reduce = _dispatch(name + ".reduce", c.reduce, n.reduce)
-        self.at = _dispatch(name + ".at", getattr(c, "at", None) or _no_at(name), n.at)
+        c_at = _subtract_at if name == "subtract" else getattr(c, "at", None) or _no_at(name)
+        self.at = _dispatch(name + ".at", c_at, n.at)
         self.accumulate = _dispatch(name + ".accumulate", getattr(c, "accumulate", None) or _no_at(name),
                                     n.accumulate)
         self.__name__ = name
 
     def __call__(self, *args, **kw):
         return self._call(*args, **kw)
+
+
+def _subtract_at(a, indices, b):
+    """cupy.subtract.at takes int32 and uint32 only: a - b at indices is a + (-b) at indices (for
+    unsigned ints too, in their modular arithmetic)."""
+    import cupy
+    cupy.add.at(a, indices, cupy.negative(cupy.asarray(b)))
 
 
 def _no_at(name):

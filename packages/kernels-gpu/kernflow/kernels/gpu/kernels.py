@@ -28,6 +28,7 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import op_def_registry
 from kernflow.core.plugins.registry import KernelRegistry
 from kernflow.core.runtime import base_kernels
+from kernflow.kernels.gpu.array_module import DEVICE_DTYPES
 
 __all__ = ["register", "CPU_ONLY_FAMILIES", "CPU_ONLY_OPS", "HOST_ARGS"]
 
@@ -48,8 +49,9 @@ HOST_FAMILIES = ("random",)
 CPU_ONLY_FAMILIES = ("io",)
 # Ops of the families above left without a GPU kernel. The GPU contract test lists them too, so one
 # landing must change both. `_FusedConv2D` is the remapper's CPU fusion (oneDNN post-ops); without a
-# GPU kernel the pass leaves GPU convolutions to the GPU's own Conv2D.
-CPU_ONLY_OPS = frozenset({"_FusedConv2D"})
+# GPU kernel the pass leaves GPU convolutions to the GPU's own Conv2D. Unique's output size is data
+# (as in TF1, host only: kernel_contract.HOST_ONLY_OPS), though its kernels live in the array family.
+CPU_ONLY_OPS = frozenset({"_FusedConv2D", "Unique", "UniqueWithCounts"})
 # Input args kept in host memory (by name) for every GPU kernel that has them.
 HOST_ARGS = frozenset({
     "constant_values", "reduction_indices", "dimension", "axis", "shape", "dims", "dim", "begin", "end", "strides",
@@ -102,6 +104,24 @@ def _copy(registry, kd, **changes) -> None:
     factory = changes.pop("factory", kd.factory)
     fields.update(changes)
     registry.register(kd.op_type, DEVICE, factory, **fields)
+
+
+def _device_constraints(op_type, kd, host):
+    """A generic kernel's type constraints on the GPU: every type attr that types an argument in
+    device memory allows only dtypes with device memory (a string GatherV2, say, is placed on the
+    CPU as in TF, not handed object arrays on the GPU). None when no dtype is left."""
+    od = op_def_registry.get(op_type)
+    out = {k: list(v) for k, v in kd.constraints.items()}
+    for attr in od.attrs.values():
+        if attr.type != "type":
+            continue
+        if not any(a.type_attr == attr.name and a.name not in host for a in od.inputs + od.outputs):
+            continue
+        allowed = out.get(attr.name) or attr.allowed or DEVICE_DTYPES
+        out[attr.name] = [t for t in allowed if t in DEVICE_DTYPES]
+        if not out[attr.name]:
+            return None
+    return out
 
 
 def _normalized(factory, op_type, host, needs_ctx=False):
@@ -184,6 +204,8 @@ def register(registry) -> dict:
             cpu_defs.setdefault(op, []).extend((fam, kd) for kd in lst)
     for op, lst in cpu_defs.items():
         for fam, kd in lst:
+            if op in CPU_ONLY_OPS:
+                continue
             if fam in HOST_FAMILIES or op in HOST_OPS:
                 _copy(registry, kd, host_memory=("*",), inplace=None)
                 source[op] = "host"
@@ -219,9 +241,13 @@ def register(registry) -> dict:
                     host |= _container_args(op)
                 forwards = kd.forwards or op in FORWARDING
                 factory = kd.factory if forwards else _normalized(kd.factory, op, host, kd.needs_ctx)
+                # (forwarding kernels hand on their input whatever it is: strings included)
+                constraints = kd.constraints if forwards else _device_constraints(op, kd, host)
+                if constraints is None:
+                    continue
                 try:
                     _copy(registry, kd, factory=_on_device(factory), host_memory=tuple(sorted(host)),
-                          forwards=forwards)
+                          forwards=forwards, constraints=constraints)
                 except ValueError:
                     continue  # same key as a hand-written kernel
                 source.setdefault(op, "generic")
