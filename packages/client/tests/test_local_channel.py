@@ -7,9 +7,12 @@ fail calls at once, and only this user's processes on this host may use it.
 """
 
 import os
+import pathlib
+import shutil
 import socket
 import stat
 import struct
+import tempfile
 import threading
 import time
 
@@ -58,6 +61,15 @@ class OfferingWorker(FakeWorker):
     def RecvTensor(self, request, context):
         self._note(context)
         yield from super().RecvTensor(request, context)
+
+
+@pytest.fixture
+def runtime_dir():
+    """A private XDG_RUNTIME_DIR short enough for socket paths (108 bytes on Linux; pytest's tmp_path
+    under xdist is longer)."""
+    d = tempfile.mkdtemp(prefix="kf-", dir="/tmp")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -267,9 +279,9 @@ def test_malformed_requests_and_unknown_methods_get_errors(served):
     assert chan.alive
 
 
-def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    d = tmp_path / "kernflow"
+def test_the_socket_directory_must_be_private(runtime_dir, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
+    d = runtime_dir / "kernflow"
     d.mkdir(mode=0o755)
     os.chmod(d, 0o755)
     with pytest.raises(OSError, match="0700"):
@@ -284,8 +296,8 @@ def test_the_socket_directory_must_be_private(tmp_path, monkeypatch):
     assert not os.path.exists(srv.path)
 
 
-def test_sockets_of_killed_servers_are_removed(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+def test_sockets_of_killed_servers_are_removed(runtime_dir, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
     d = local_channel.socket_dir()
     stale = os.path.join(d, "deadbeef.sock")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

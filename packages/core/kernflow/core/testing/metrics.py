@@ -13,6 +13,8 @@ Needs ``opentelemetry-sdk`` (a test dependency; the library itself uses the API 
 
 from __future__ import annotations
 
+import time
+
 from kernflow.core import telemetry
 
 __all__ = ["MetricsRecorder"]
@@ -55,6 +57,15 @@ class MetricsRecorder:
         """The sum of the matching points' values (counters, gauges); histograms: their counts."""
         return sum(p.count if hasattr(p, "bucket_counts") else p.value
                    for p in self.matching(name, attributes))
+
+    def wait_value(self, name: str, attributes: dict | None = None, at_least: float = 1,
+                   timeout: float = 5.0) -> float:
+        """`value`, once it reaches `at_least` or `timeout` seconds passed (a server records an
+        RPC's metrics on its own thread, after the reply went out)."""
+        deadline = time.monotonic() + timeout
+        while (v := self.value(name, attributes)) < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return v
 
     def names(self) -> set[str]:
         """The names of every metric with data points."""
