@@ -26,7 +26,7 @@ __all__ = ["scalar_summary", "histogram_summary", "image_summary", "audio_summar
 
 # Op types of this module: host only (string outputs; kernel_contract.HOST_ONLY_OPS), no gradient.
 SUMMARY_OPS = ("ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummaryV2", "TensorSummaryV2",
-               "TensorSummary", "MergeSummary")
+               "TensorSummary", "MergeSummary", "_FusedScalarSummaries")
 
 
 def _check_scalar(op, i: int, what: str):
@@ -76,6 +76,14 @@ register_op("MergeSummary", inputs=["inputs: N * string"], outputs=["summary: st
             attrs=["N: int >= 1"], shape_fn=_summary_shape(),
             doc="The union of the values of the serialized Summary protos in `inputs` (any shapes); "
                 "InvalidArgument on a duplicate tag or bytes that do not parse.")
+
+register_op("_FusedScalarSummaries", inputs=["values: T"], outputs=["summary: string"],
+            attrs=["T: list(type)", "tags: list(string)", "summary_nodes: list(string)"],
+            shape_fn=lambda op: [_ts.TensorShape([])],
+            doc="What MergeSummary of scalar ScalarSummary ops with distinct constant tags outputs: "
+                "one simple_value per value, tagged `tags[i]`. Made by the summary fusion pass "
+                "(kernflow.core.runtime.summary_fusion); `summary_nodes` names the ScalarSummary "
+                "node of each value for errors.")
 
 for _op in SUMMARY_OPS:
     NotDifferentiable(_op)

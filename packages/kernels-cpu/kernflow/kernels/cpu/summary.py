@@ -105,6 +105,32 @@ def _scalar_summary(ctx):
     return compute
 
 
+def _fused_scalar_summaries(ctx):
+    """MergeSummary over ScalarSummary ops of scalar values with distinct constant tags (the summary
+    fusion pass's node): the tags' serialized prefixes are made once, each run only appends the
+    values' float32 bytes."""
+    summary_pb = _pb().Summary
+    tags = tuple(_text(t) for t in ctx.get_attr("tags"))
+    prefixes = [_scalar_prefix(summary_pb, t) for t in tags]
+    nodes = [_text(n) for n in ctx.get_attr("summary_nodes")]
+
+    def compute(*values):
+        parts = []
+        for prefix, v, node in zip(prefixes, values, nodes):
+            if type(v) is not np.ndarray:
+                v = np.asarray(v)
+            if v.ndim != 0:
+                raise errors.InvalidArgumentError(
+                    None, None, f"ScalarSummary node {node}: tags and values are not the same shape: "
+                                f"[] != {list(v.shape)}")
+            parts.append(prefix)
+            parts.append(v.astype(_F32, copy=False).tobytes())
+        out = np.empty((), dtype=object)
+        out[()] = summary_bytes(b"".join(parts), tags)
+        return out
+    return compute
+
+
 def histogram_proto(values) -> "object":
     """The HistogramProto TF's HistogramSummary builds for `values` (finite numbers, any shape)."""
     v = np.asarray(values).reshape(-1).astype(np.float64)
@@ -303,3 +329,4 @@ def register(registry):
     registry.register("TensorSummaryV2", DEVICE, _tensor_summary_v2)
     registry.register("TensorSummary", DEVICE, _tensor_summary)
     registry.register("MergeSummary", DEVICE, _merge_summary)
+    registry.register("_FusedScalarSummaries", DEVICE, _fused_scalar_summaries)

@@ -8,6 +8,7 @@ to [1] (the kit cannot compare a fetched `bytes` scalar).
 import numpy as np
 
 import kernflow.core as kf
+from kernflow.core.framework.op_def_library import apply_op
 from kernflow.core.ops import summary_ops
 from kernflow.core.protobuf import summary_pb2
 from kernflow.core.testing.kernel_contract import OpCase
@@ -65,6 +66,17 @@ def _merge_ref(x):
                                              for t in ("m1", "m2", "m3")]))
 
 
+def _fused(x, y):
+    # (what the summary fusion pass makes of MergeSummary over two ScalarSummaries)
+    op = apply_op("_FusedScalarSummaries", [[x, y]], {"tags": ["f1", "f2"], "summary_nodes": ["s1", "s2"]})
+    return _one(op.outputs[0])
+
+
+def _fused_ref(x, y):
+    return _bytes(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=t, simple_value=float(v))
+                                             for t, v in (("f1", x), ("f2", y))]))
+
+
 def _image_gray(x):
     s = summary_ops.image_summary("im", x, max_images=2)
     return _one(s)
@@ -96,6 +108,8 @@ CASES = [
     OpCase("AudioSummaryV2", lambda x: _one(summary_ops.audio_summary_v2("s", x, 44100.7, max_outputs=1)),
            [np.array([[0.5, -0.25, 1.5]], np.float32)], _wav_ref),
     OpCase("MergeSummary", _merge, [np.array(0.5, np.float32)], _merge_ref),
+    OpCase("_FusedScalarSummaries", _fused, [np.array(0.5, np.float32), np.array(-3.25, np.float64)],
+           _fused_ref),
     OpCase("ImageSummary", _image_gray, [np.array([[[[-2.0], [1.0]], [[0.5], [np.inf]]]], np.float32)],
            compare=_image_compare),
 ]

@@ -1,0 +1,137 @@
+"""The summary fusion pass (kernflow/core/runtime/summary_fusion.py): MergeSummary over ScalarSummary
+ops with constant, distinct tags -> one `_FusedScalarSummaries` node, the same bytes as unfused.
+
+Each case runs a step with the pass (the default) and with `global_jit_level=OFF` (no rewrite),
+compares the outputs byte for byte and reads the partition graphs to see what ran.
+"""
+
+import numpy as np
+import pytest
+
+import kernflow.core as kf
+from kernflow.core.framework import errors
+from kernflow.core.ops import summary_ops
+from kernflow.core.protobuf import summary_pb2
+
+CPU = kf.ConfigProto(device_count={"GPU": 0})
+
+
+def _off():
+    return kf.ConfigProto(device_count={"GPU": 0}, graph_options=kf.GraphOptions(
+        optimizer_options=kf.OptimizerOptions(global_jit_level=kf.OptimizerOptions.OFF)))
+
+
+def _run(graph, fetches, feeds, config=None, init=None):
+    """(values, op types of the partition graphs that ran) of one step."""
+    with kf.Session(graph=graph, config=config or CPU) as s:
+        if init is not None:
+            s.run(init)
+        meta = kf.RunMetadata()
+        out = s.run(fetches, feeds, options=kf.RunOptions(output_partition_graphs=True),
+                    run_metadata=meta)
+    return out, [nd.op for g in meta.partition_graphs for nd in g.node]
+
+
+def _compare(graph, fetches, feeds, init=None):
+    fused, ops = _run(graph, fetches, feeds, init=init)
+    plain, plain_ops = _run(graph, fetches, feeds, _off(), init=init)
+    assert "_FusedScalarSummaries" not in plain_ops
+    for a, b in zip(fused if isinstance(fused, list) else [fused],
+                    plain if isinstance(plain, list) else [plain]):
+        assert type(a) is type(b) and a == b      # serialized summaries: the same bytes
+    return fused, ops
+
+
+def test_a_training_loop_s_scalars_fuse_into_one_kernel_with_the_same_bytes():
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [None], name="x")
+        loss = kf.reduce_mean(x * x)
+        kf.summary.scalar("loss", loss)
+        kf.summary.scalar("largest", kf.cast(kf.reduce_max(x), kf.float64))
+        kf.summary.scalar("count", kf.size(x))
+        merged = kf.summary.merge_all()
+    out, ops = _compare(g, merged, {x: np.array([1.0, -2.5, 3.0], np.float32)})
+    assert ops.count("_FusedScalarSummaries") == 1
+    assert "ScalarSummary" not in ops and "MergeSummary" not in ops
+    values = summary_pb2.Summary.FromString(out).value
+    assert [(v.tag, v.simple_value) for v in values] == [("loss", pytest.approx(16.25 / 3)),
+                                                         ("largest", 3.0), ("count", 3.0)]
+
+
+def test_a_fetched_summary_a_duplicate_or_a_fed_tag_leaves_the_merge_alone():
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        a = kf.summary.scalar("a", x)
+        b = kf.summary.scalar("b", x + 1)
+        merged = kf.summary.merge([a, b])
+        dup = kf.summary.merge([summary_ops.scalar_summary("d", x), summary_ops.scalar_summary("d", x + 1)])
+        tag = kf.placeholder(kf.string, [], name="tag")
+        fed = kf.summary.merge([kf.summary.scalar("c", x), summary_ops.scalar_summary(tag, x)])
+    # Fetching one of the ScalarSummaries too: it must exist, so nothing fuses.
+    (m, one), ops = _compare(g, [merged, a], {x: 2.0})
+    assert "_FusedScalarSummaries" not in ops and ops.count("ScalarSummary") == 2
+    assert [v.tag for v in summary_pb2.Summary.FromString(m).value] == ["a", "b"]
+    # A duplicate tag: MergeSummary reports it, as without the pass.
+    with pytest.raises(errors.InvalidArgumentError, match="Duplicate tag d found in summary inputs"):
+        _run(g, dup, {x: 2.0})
+    # A tag that is not a constant: left to the unfused kernels.
+    out, ops = _compare(g, fed, {x: 2.0, tag: "fed"})
+    assert "_FusedScalarSummaries" not in ops
+    assert [v.tag for v in summary_pb2.Summary.FromString(out).value] == ["c", "fed"]
+
+
+def test_a_non_scalar_value_fails_as_scalar_summary_does_naming_its_node():
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, None, name="x")
+        kf.summary.scalar("ok", kf.reduce_sum(x))
+        kf.summary.scalar("bad", x)
+        merged = kf.summary.merge_all()
+    msgs = []
+    for config in (CPU, _off()):
+        with pytest.raises(errors.InvalidArgumentError) as e:
+            _run(g, merged, {x: np.ones(3, np.float32)}, config)
+        msgs.append(e.value.message)
+    want = "ScalarSummary node bad: tags and values are not the same shape: [] != [3]"
+    assert all(want in m for m in msgs), msgs
+
+
+def test_control_dependencies_of_the_fused_nodes_still_run():
+    g = kf.Graph()
+    with g.as_default():
+        v = kf.Variable(0.0)
+        bump = kf.assign_add(v, 1.0)
+        x = kf.placeholder(kf.float32, [], name="x")
+        with kf.control_dependencies([bump]):
+            kf.summary.scalar("first", x)
+        kf.summary.scalar("second", x * 3)
+        merged = kf.summary.merge_all()
+    with kf.Session(graph=g, config=CPU) as s:
+        s.run(v.initializer)
+        meta = kf.RunMetadata()
+        for _ in range(3):
+            out = s.run(merged, {x: 1.0}, options=kf.RunOptions(output_partition_graphs=True),
+                        run_metadata=meta)
+        assert s.run(v) == 3.0
+    assert "_FusedScalarSummaries" in [nd.op for p in meta.partition_graphs for nd in p.node]
+    assert [v.tag for v in summary_pb2.Summary.FromString(out).value] == ["first", "second"]
+
+
+def test_a_filewriter_reads_the_fused_summaries_like_the_unfused_ones(tmp_path):
+    from kernflow.core.summary.writer import summary_iterator
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [], name="x")
+        kf.summary.scalar("loss", x)
+        kf.summary.scalar("acc", 1.0 - x)
+        merged = kf.summary.merge_all()
+    with kf.Session(graph=g, config=CPU) as s:
+        w = kf.summary.FileWriter(str(tmp_path))
+        for step in range(3):
+            w.add_summary(s.run(merged, {x: step / 4}), step)
+        w.close()
+    events = [e for f in sorted(tmp_path.iterdir()) for e in summary_iterator(str(f)) if e.HasField("summary")]
+    assert [(e.step, [(v.tag, v.simple_value) for v in e.summary.value]) for e in events] == [
+        (i, [("loss", i / 4), ("acc", 1 - i / 4)]) for i in range(3)]
