@@ -144,4 +144,7 @@ def test_sigkill_during_saves_never_corrupts_the_latest_checkpoint(tmp_path):
     assert not [f for f in os.listdir(d) if cf.TEMP_MARKER in f], os.listdir(d)
     assert restored_rounds >= ROUNDS - 3, f"seed {seed}: only {restored_rounds} rounds had a checkpoint"
     assert last_step > ROUNDS, f"seed {seed}: only {last_step} saves in {ROUNDS} rounds"
-    assert time.monotonic() - t_start < 60
+    # Bounded (15 restarts take 25-50 s alone; beside another xdist worker on a slow machine, 70 s
+    # was seen): a save that waited on a killed child's lock would show here long before pytest's
+    # timeout.
+    assert time.monotonic() - t_start < 180
