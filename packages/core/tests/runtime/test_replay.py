@@ -46,6 +46,13 @@ class FakeAccelerator(CPUDevice):
         return _FakeGraph(self, run, args)
 
 
+@pytest.fixture(autouse=True)
+def _launch_bound_steps(monkeypatch):
+    """Whether a step is launch-bound is timed in its warm-up: a loaded machine (another xdist
+    worker) must not make these tiny steps "device-bound". The test of that rule sets its own."""
+    monkeypatch.setattr(replay, "LAUNCH_BOUND_S_PER_KERNEL", 1.0)
+
+
 def _session(graph, fail=0):
     """A session whose CPU:0 is a FakeAccelerator (the graphs here are pinned to /cpu:0, so a real
     GPU, where there is one, takes no part)."""
