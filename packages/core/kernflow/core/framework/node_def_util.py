@@ -3,7 +3,7 @@ valid (TF's GraphConstructor checks, shared by import_graph_def, the master and 
 
 from __future__ import annotations
 
-__all__ = ["parse_input", "invalid_output_message", "input_count_message", "arg_attrs",
+__all__ = ["parse_input", "graph_without_nodes", "invalid_output_message", "input_count_message", "arg_attrs",
            "num_outputs", "input_error", "check_inputs", "output_dtypes", "check_nodes", "const_error"]
 
 
@@ -15,6 +15,14 @@ def parse_input(s: str) -> tuple[str, int, bool]:
     if sep and idx.isdigit():
         return name, int(idx), False
     return s, 0, False
+
+
+def graph_without_nodes(graph_def):
+    """A copy of `graph_def` (versions, function library) with no nodes: what a rewrite pass refills."""
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    del out.node[:]
+    return out
 
 
 def invalid_output_message(node: str, src: str, index: int, num_outputs: int) -> str:

@@ -28,6 +28,7 @@ import heapq
 from kernflow.core.framework import attr_value
 from kernflow.core.framework import dtypes as _dt
 from kernflow.core.framework import tensor_util
+from kernflow.core.framework.node_def_util import graph_without_nodes
 from kernflow.core.ops.fused_ops import REDUCTION_OPS, format_literal
 from kernflow.core.runtime.executor import parse_input
 from kernflow.core.runtime.prune import output_dtypes_of
@@ -423,9 +424,7 @@ def _rewrite(graph_def, g: _GraphIndex, clusters: list[_Cluster]):
         for c in clusters:
             if c.reduction:
                 c.inlined.add(g.data_in[c.root][1][0])
-    out = type(graph_def)()
-    out.CopyFrom(graph_def)
-    del out.node[:]
+    out = graph_without_nodes(graph_def)
     for nd in graph_def.node:
         if nd.name in removed:
             continue

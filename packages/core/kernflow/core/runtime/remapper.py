@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 
 from kernflow.core.framework import dtypes as _dt
+from kernflow.core.framework.node_def_util import graph_without_nodes
 from kernflow.core.runtime.executor import parse_input
 
 __all__ = ["remap"]
@@ -149,9 +150,7 @@ def _rewrite(graph_def, matches):
     for m in matches:
         for nd, i in m.shapes:
             redirect.setdefault(id(nd), {})[i] = (m.relu or m.add).name
-    out = type(graph_def)()
-    out.CopyFrom(graph_def)
-    del out.node[:]
+    out = graph_without_nodes(graph_def)
     for nd in graph_def.node:
         m = fused_at.get(nd.name)
         if m is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 
 from kernflow.core.framework import tensor_codec
-from kernflow.core.framework.node_def_util import parse_input
+from kernflow.core.framework.node_def_util import graph_without_nodes, parse_input
 
 __all__ = ["fuse_scalar_summaries", "FUSED_OP"]
 
@@ -115,9 +115,7 @@ def _rewrite(graph_def, matches, readers, keep):
         for t in m.tag_nodes:
             if t.name not in keep and all(r.name in gone and not c for r, c in readers[t.name]):
                 gone.add(t.name)
-    out = type(graph_def)()
-    out.CopyFrom(graph_def)
-    del out.node[:]
+    out = graph_without_nodes(graph_def)
     for nd in graph_def.node:
         m = fused_at.get(nd.name)
         if m is not None:
