@@ -24,10 +24,10 @@ import collections
 
 from kernflow.core.framework import tensor_codec
 from kernflow.core.framework.node_def_util import graph_without_nodes, parse_input
+from kernflow.core.runtime.fusion import OFF
 
 __all__ = ["fuse_scalar_summaries", "FUSED_OP"]
 
-OFF = -1
 FUSED_OP = "_FusedScalarSummaries"
 
 

@@ -126,8 +126,6 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b for 2-D arrays (any strides), split into row or column blocks over the intra-op pool."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray:
-        return a @ b            # another array module's arrays (the GPU plugin's generic kernels)
     if _pool is None:           # one intra-op thread: nothing to split (and no per-call arithmetic)
         return _matmul(a, b)
     m, k = a.shape
@@ -167,8 +165,6 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def batch_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """np.matmul of stacked matrices, split over the leading (batch) axis of the result when both
     operands have the same batch shape; otherwise numpy's own loop."""
-    if type(x) is not np.ndarray or type(y) is not np.ndarray:
-        return x @ y            # another array module's arrays (the GPU plugin's generic kernels)
     if x.ndim == 2 and y.ndim == 2:
         return matmul(x, y)
     if x.ndim < 3 or x.shape[:-2] != y.shape[:-2] or threads() < 2:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib.util
+import operator
 import types
 
 import numpy
@@ -175,5 +176,17 @@ def load_family(name: str) -> types.ModuleType:
     mod.__file__ = spec.origin
     mod.__dict__["__builtins__"] = _builtins
     exec(compile(src, spec.origin, "exec"), mod.__dict__)  # noqa: S102 - our own package's source
+    if "intra_op" in mod.__dict__:
+        mod.intra_op = _device_intra_op()
     _loaded[name] = mod
     return mod
+
+
+def _device_intra_op() -> types.ModuleType:
+    """The CPU plugin's intra-op helpers as a family's device code sees them: its matmuls split
+    numpy arrays over a thread pool in numpy calls, so device arrays take their own `@` instead."""
+    from kernflow.kernels.cpu import intra_op
+    shim = types.ModuleType("kernflow.kernels.gpu.generic_intra_op")
+    shim.__dict__.update(intra_op.__dict__)
+    shim.matmul = shim.batch_matmul = operator.matmul
+    return shim
