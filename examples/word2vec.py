@@ -268,7 +268,7 @@ def parse_args(argv):
     where.add_argument("--local", action="store_true", help="embedded, no servers")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.log_every = 400, 100
+        args.steps, args.log_every = 160, 40
     if args.vocab_size < 2:
         p.error("--vocab-size must be at least 2")
     return args

@@ -138,7 +138,9 @@ def test_killed_server_is_unavailable(fake_worker):
 
 def test_server_killed_during_a_call_is_unavailable(fake_worker):
     c = _client(fake_worker)
-    threading.Timer(0.3, fake_worker.stop).start()
+    # The server dies; the client's channel stays open, as when a worker process is killed (the
+    # fixture's stop() also evicts the channel: closing it under the call would make it CANCELLED).
+    threading.Timer(0.3, lambda: fake_worker.server.stop(0)).start()
     with pytest.raises(errors.UnavailableError):
         c.run_graph(worker_pb2.RunGraphRequest(graph_handle="block"), timeout=20)
 

@@ -259,8 +259,21 @@ def test_fetch_plans_are_cached_by_structure_and_elements(g):
         assert s.run({"x": [a, inc.op], "y": {"z": b}}) == {"x": [1.0, None], "y": {"z": 2.0}}
         assert len(s._fetch_cache) == n + 3
         assert s.run(v) == 2.0                                  # the op ran on both cached runs
-        assert s.run(["Const:0", b]) == [1.0, 2.0]              # names are mapped each time
-        assert len(s._fetch_cache) == n + 3                     # (and Variables)
+        assert s.run([inc, v]) == [3.0, 3.0]                    # Variables are cached too
+        assert s.run([inc, v]) == [4.0, 4.0]
+        assert s.run(["Const:0", b]) == [1.0, 2.0]              # and names
+        assert s.run(["Const:0", b]) == [1.0, 2.0]
+        assert len(s._fetch_cache) == n + 6
+
+
+def test_a_name_that_does_not_resolve_is_not_cached(g):
+    a = kf.constant(1.0, name="a")
+    with kf.Session() as s:
+        with pytest.raises(ValueError, match="later"):
+            s.run([a, "later:0"])
+        with g.as_default():
+            kf.constant(5.0, name="later")
+        assert s.run([a, "later:0"]) == [1.0, 5.0]
 
 
 def test_a_cached_fetch_plan_still_refuses_a_loop_body_tensor(g):

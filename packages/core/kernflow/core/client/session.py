@@ -19,6 +19,7 @@ from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import sparse_tensor as _sparse
 from kernflow.core.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
+from kernflow.core.ops import variables as _variables
 from kernflow.core.plugins import manager
 from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
 from kernflow.core import telemetry
@@ -108,7 +109,8 @@ class _Uncacheable(Exception):
 
 def _fetch_key(f):
     """A hashable key equal for fetch structures of the same shape and the same graph elements:
-    lists, tuples and dicts of Tensors and Operations (anything else raises _Uncacheable).
+    lists, tuples and dicts of Tensors, Operations, Variables and names (anything else raises
+    _Uncacheable).
     Tensors compare by identity, so the key never confuses two structures."""
     t = type(f)
     if t in _LEAVES:
@@ -120,7 +122,10 @@ def _fetch_key(f):
     raise _Uncacheable
 
 
-_LEAVES = frozenset((_ops.Tensor, _ops.Operation))
+# Variables and names map to one graph element for the graph's life (a name that does not resolve
+# raises before anything is cached), so a structure of them is cached like one of tensors:
+# `run([train_op, global_step])` with the Variable itself is the common TF1 loop.
+_LEAVES = frozenset((_ops.Tensor, _ops.Operation, _variables.Variable, str))
 
 
 _MAX_FETCH_PLANS = 256

@@ -304,8 +304,9 @@ class SummarySaverHook(SessionRunHook):
             self._summary_writer = FileWriterCache.get(self._output_dir)
         self._next_step = None
         self._global_step_tensor = _global_step_read("SummarySaverHook")
-        # The request of the steps that save nothing (most of them): the same every step.
-        self._step_only = SessionRunArgs({"global_step": self._global_step_tensor})
+        # The request of the steps that save nothing (most of them): the same every step, and the
+        # bare tensor (a nested {"global_step": ...} costs every step a level of fetch mapping).
+        self._step_only = SessionRunArgs(self._global_step_tensor)
 
     def before_run(self, run_context):
         self._request_summary = self._next_step is None or \
@@ -320,15 +321,18 @@ class SummarySaverHook(SessionRunHook):
     def after_run(self, run_context, run_values):
         if self._summary_writer is None:
             return
-        global_step = int(run_values.results["global_step"]) + 1
         if self._next_step is None or self._request_summary:
             # The fetched value may predate this step's update: read the step again.
             global_step = int(run_context.session.run(self._global_step_tensor))
+        else:   # (results: the bare global step, see begin)
+            self._next_step = int(run_values.results) + 2
+            return
         if self._next_step is None:
             self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), global_step)
         if self._request_summary:
             self._timer.update_last_triggered_step(global_step)
-            for summary in run_values.results.get("summary", ()):
+            results = run_values.results   # (the bare step when there was no summary to fetch)
+            for summary in results.get("summary", ()) if type(results) is dict else ():
                 self._summary_writer.add_summary(summary, global_step)
         self._next_step = global_step + 1
 
