@@ -290,3 +290,19 @@ def test_a_cached_fetch_plan_still_refuses_a_loop_body_tensor(g):
                 s.run([inside[0]])
             with pytest.raises(ValueError, match="inside a while loop"):
                 s.run(inside[0])
+
+
+def test_a_feed_checked_once_is_still_checked_every_run(g):
+    x = kf.placeholder(kf.float32, [None, 2], name="x")
+    y = kf.reduce_sum(x)
+    with kf.Session() as s:
+        assert s.run(y, {x: np.ones((3, 2), np.float32)}) == 6.0
+        assert x in s._feed_cache                                   # remembered with its checker
+        assert s.run(y, {x: [[1, 2]]}) == 3.0                       # converted, as the first time
+        with pytest.raises(ValueError, match="Cannot feed value of shape"):
+            s.run(y, {x: np.ones((3, 3), np.float32)})
+        x.set_shape([3, 2])                                         # a refined shape is honoured
+        with pytest.raises(ValueError, match="Cannot feed value of shape"):
+            s.run(y, {x: np.ones((1, 2), np.float32)})
+        with pytest.raises(TypeError, match="not compatible|Cannot convert"):
+            s.run(y, {x: "text"})

@@ -169,15 +169,6 @@ def _sparse_parts(k, v):
     return list(zip((k.indices, k.values, k.dense_shape), v))
 
 
-def _sparse_feeds(feed_dict):
-    """feed_dict's items, each SparseTensor key split into its three parts."""
-    for k, v in feed_dict.items():
-        if isinstance(k, _sparse.SparseTensor):
-            yield from _sparse_parts(k, v)
-        else:
-            yield k, v
-
-
 def _flatten_sparse_args(args, sparse_at):
     """make_callable's arguments with each SparseTensor feed's value split into three."""
     if len(args) != len(sparse_at):
@@ -369,6 +360,7 @@ class BaseSession:
         self._closed = False
         self._default_ctx = None
         self._fetch_cache: dict = {}
+        self._feed_cache: dict = {}   # Tensor fed by `run` -> (its name, `_feed_checker`)
 
     graph = property(lambda self: self._graph)
     graph_def = property(lambda self: self._graph.as_graph_def())
@@ -437,20 +429,17 @@ class BaseSession:
             fetch_names, targets = plan.fetch_names, plan.targets
         feed_names, feed_vals = [], []
         if feed_dict:
-            for k, v in _sparse_feeds(feed_dict):
-                if type(k) is not _ops.Tensor:
-                    if hasattr(k, "_as_graph_element"):
-                        k = k._as_graph_element()
-                    try:
-                        k = g.as_graph_element(k, allow_tensor=True, allow_operation=False)
-                    except (KeyError, ValueError, TypeError) as e:
-                        raise TypeError(f"Cannot interpret feed_dict key {k!r} as Tensor: {e}") from None
-                elif k._op._graph is not g:
-                    raise ValueError(f"Tensor {k.name} is not an element of this graph.")
-                if k._op._control_flow_context is not None and _in_loop(k._op):
-                    raise ValueError(f"Tensor {k.name} may not be fed: it is inside a while loop.")
-                feed_names.append(k.name)
-                feed_vals.append(_check_feed(k, v))
+            cache = self._feed_cache
+            for k, v in feed_dict.items():
+                entry = cache.get(k) if type(k) is _ops.Tensor else None
+                if entry is not None:   # a tensor fed before: checked once, its checker kept
+                    feed_names.append(entry[0])
+                    feed_vals.append(entry[1](v))
+                    continue
+                for k, v in (_sparse_parts(k, v) if isinstance(k, _sparse.SparseTensor) else ((k, v),)):
+                    k = self._feed_tensor(k)
+                    feed_names.append(k.name)
+                    feed_vals.append(_check_feed(k, v))
         t0 = _step_start()
         try:
             with tracing.session_run_span(len(fetch_names) + len(targets)) as span:
@@ -468,6 +457,32 @@ class BaseSession:
         if plan is None:
             return out[0]
         return plan.build(out)
+
+    def _feed_tensor(self, k) -> _ops.Tensor:
+        """The tensor a feed_dict key names, checked to be feedable (a Tensor key is remembered
+        with its checker in `_feed_cache`).
+
+        Raises:
+            TypeError: the key names no tensor. ValueError: another graph's tensor, or one in a loop.
+        """
+        g = self._graph
+        key = k
+        if type(k) is not _ops.Tensor:
+            if hasattr(k, "_as_graph_element"):
+                k = k._as_graph_element()
+            try:
+                k = g.as_graph_element(k, allow_tensor=True, allow_operation=False)
+            except (KeyError, ValueError, TypeError) as e:
+                raise TypeError(f"Cannot interpret feed_dict key {k!r} as Tensor: {e}") from None
+        elif k._op._graph is not g:
+            raise ValueError(f"Tensor {k.name} is not an element of this graph.")
+        if k._op._control_flow_context is not None and _in_loop(k._op):
+            raise ValueError(f"Tensor {k.name} may not be fed: it is inside a while loop.")
+        if key is k:
+            if len(self._feed_cache) >= _MAX_FETCH_PLANS:
+                self._feed_cache.clear()
+            self._feed_cache[k] = (k.name, _feed_checker(k))
+        return k
 
     def _fetch_plan(self, fetches) -> "_FetchPlan":
         """The plan of a fetch structure: cached by the structure's elements (`_fetch_key`), so a

@@ -36,7 +36,7 @@ class Tensor:
     `Session.run` to compute one.
     """
 
-    __slots__ = ("_op", "_value_index", "_dtype", "_shape", "_consumers", "__weakref__")
+    __slots__ = ("_op", "_value_index", "_dtype", "_shape", "_consumers", "_name", "__weakref__")
     # Let numpy defer to our operators (np.float32(2) * t calls t.__rmul__).
     __array_priority__ = 100
 
@@ -46,6 +46,7 @@ class Tensor:
         self._dtype = _dtypes.as_dtype(dtype)
         self._shape = _ts.TensorShape(None)
         self._consumers: list[Operation] = []
+        self._name = f"{op._name}:{value_index}"   # (an op's name is fixed when it is created)
 
     @property
     def op(self) -> "Operation":
@@ -65,7 +66,7 @@ class Tensor:
 
     @property
     def name(self) -> str:
-        return f"{self._op.name}:{self._value_index}"
+        return self._name
 
     @property
     def device(self) -> str:
