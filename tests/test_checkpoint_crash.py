@@ -23,7 +23,7 @@ import kernflow.core as kf
 from kernflow.core.train import checkpoint_format as cf
 from kernflow.core.train.saver import Saver, get_checkpoint_state, latest_checkpoint, load_checkpoint
 
-ROUNDS = 15
+ROUNDS = 10
 BIG = 1 << 20  # float64 elements: 8 MiB
 
 CHILD = r"""
