@@ -36,7 +36,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import logging
-import os
 import threading
 import time
 
@@ -45,6 +44,7 @@ from opentelemetry import trace as _otel
 from kernflow.core.framework import errors
 from kernflow.core.runtime import transport as _transport
 from kernflow.core.runtime.cancellation import CancellationManager
+from kernflow.core.runtime.env import EnvVar
 from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client import transports
@@ -67,9 +67,12 @@ _MAX_POOL = 8
 _MAX_REMEMBERED = 4096
 
 
+_DIRECT_FETCH_VAR = EnvVar(ENV_VAR)
+
+
 def enabled() -> bool:
     """Whether clients pull large fetches themselves (``KERNFLOW_DIRECT_FETCH``, default on)."""
-    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+    return _DIRECT_FETCH_VAR.get("1").strip().lower() not in ("0", "false", "no", "off")
 
 
 # ---------------------------------------------------------------------------- assembly

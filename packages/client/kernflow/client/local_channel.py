@@ -63,6 +63,7 @@ from kernflow.client.rpc_errors import error_for_status, status_for_code
 from kernflow.core import telemetry
 from kernflow.core.framework import errors
 from kernflow.core.runtime import transport as _transport
+from kernflow.core.runtime.env import EnvVar
 
 __all__ = ["LocalChannel", "LocalStreamCall", "channel_for", "enabled", "socket_dir", "forget", "note_status",
            "LOCAL_CHANNEL_ENV", "FAILED_TTL_S", "MAX_BODY_BYTES"]
@@ -101,12 +102,25 @@ class _ProtocolError(Exception):
     pass
 
 
+_LOCAL_CHANNEL_VAR = EnvVar(LOCAL_CHANNEL_ENV)
+_HAVE_AF_UNIX = hasattr(socket, "AF_UNIX")
+_named_in: dict = {}   # KERNFLOW_TRANSPORT value -> whether it names this channel
+
+
 def enabled() -> bool:
-    """Whether this process may use (and serve) the same-host channel (see the module docstring)."""
-    if not hasattr(socket, "AF_UNIX") or os.environ.get(LOCAL_CHANNEL_ENV, "").strip() == "0":
+    """Whether this process may use (and serve) the same-host channel (see the module docstring).
+    (Asked on every call to a worker: the settings are read through `EnvVar`.)"""
+    if not _HAVE_AF_UNIX or _LOCAL_CHANNEL_VAR.get().strip() == "0":
         return False
     setting = _transport.env_setting()
-    return not setting or NAME in {n.strip() for n in setting.split(",")}
+    if not setting:
+        return True
+    named = _named_in.get(setting)
+    if named is None:
+        if len(_named_in) > 64:
+            _named_in.clear()
+        named = _named_in[setting] = NAME in {n.strip() for n in setting.split(",")}
+    return named
 
 
 def socket_dir() -> str:

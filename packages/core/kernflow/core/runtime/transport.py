@@ -41,6 +41,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime.env import EnvVar
 
 __all__ = ["Transport", "Probe", "DEFAULT_TRANSPORT", "TRANSPORT_ENV", "HOST_ID_ENV", "transports",
            "allowed", "get", "default", "select", "open_probes", "needs_negotiation", "env_setting",
@@ -193,9 +194,12 @@ def _build(regs) -> list[Transport]:
     return made
 
 
+_TRANSPORT_VAR = EnvVar(TRANSPORT_ENV)
+
+
 def env_setting() -> str:
     """The raw ``KERNFLOW_TRANSPORT`` value ("" when unset): part of every cached choice's key."""
-    return os.environ.get(TRANSPORT_ENV, "").strip()
+    return _TRANSPORT_VAR.get().strip()
 
 
 def allowed() -> list[Transport]:
