@@ -227,7 +227,7 @@ class _FlakySession:
     sess_str = property(lambda self: self._sess.sess_str)
 
     def run(self, fetches, *args, **kwargs):
-        if isinstance(fetches, dict) and "caller" in fetches:
+        if type(fetches) is list:   # HookedSession's: [the caller's fetches, the hooks' requests...]
             self._runs += 1
             if self._error is not None and self._runs == self._fail_at:
                 raise self._error

@@ -232,39 +232,44 @@ class HookedSession(_WrappedSession):
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
-        actual_fetches = {"caller": fetches}
+        # The caller's fetches first, then each hook's request (a list: cheaper to key and to
+        # rebuild every step than a dict keyed by the hooks).
+        actual_fetches = [fetches]
         # (tuple.__new__: the namedtuples' keyword constructors cost a microsecond each, per step)
         run_context = SessionRunContext(_new_tuple(SessionRunArgs, (fetches, feed_dict, None)), self._sess)
         merged_options = config_pb2.RunOptions()
         if options is not None:
             merged_options.CopyFrom(options)
-        feed_dict, asked = self._call_hook_before_run(run_context, actual_fetches, feed_dict,
-                                                      merged_options)
+        feed_dict, asked, slots = self._call_hook_before_run(run_context, actual_fetches, feed_dict,
+                                                             merged_options)
         # Without options from the caller or a hook the step runs with none (nothing to trace or
         # return in the metadata), and the hooks get an empty RunMetadata, as TF's would be.
         run_options = merged_options if asked or options is not None else None
         hooks_metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
-        outputs = _WrappedSession.run(self, fetches=actual_fetches, feed_dict=feed_dict,
-                                      options=run_options,
-                                      run_metadata=hooks_metadata if run_options is not None
-                                      else run_metadata)
-        for hook in self._hooks:
-            hook.after_run(run_context, _new_tuple(SessionRunValues,
-                                                   (outputs.get(hook), merged_options, hooks_metadata)))
+        outputs = self._sess.run(actual_fetches, feed_dict, run_options,
+                                 hooks_metadata if run_options is not None else run_metadata)
+        for hook, slot in zip(self._hooks, slots):
+            hook.after_run(run_context, _new_tuple(SessionRunValues, (
+                None if slot is None else outputs[slot], merged_options, hooks_metadata)))
         self._should_stop = self._should_stop or run_context.stop_requested
-        return outputs["caller"]
+        return outputs[0]
 
-    def _call_hook_before_run(self, run_context, fetch_dict, user_feed_dict, options):
-        """Collects the hooks' requests into `fetch_dict` and `options`; returns (the merged feeds,
-        whether a hook asked for options)."""
+    def _call_hook_before_run(self, run_context, fetch_list, user_feed_dict, options):
+        """Appends the hooks' fetch requests to `fetch_list` and merges their options into
+        `options`; returns (the merged feeds, whether a hook asked for options, each hook's index
+        in `fetch_list` or None)."""
         hook_feeds = {}
         asked = False
+        slots = []
         for hook in self._hooks:
             request = hook.before_run(run_context)
+            if request is None or request.fetches is None:
+                slots.append(None)
+            else:
+                slots.append(len(fetch_list))
+                fetch_list.append(request.fetches)
             if request is None:
                 continue
-            if request.fetches is not None:
-                fetch_dict[hook] = request.fetches
             if request.feed_dict:
                 _raise_if_feeds_intersect(hook_feeds, request.feed_dict, "Same tensor is fed by two hooks.")
                 hook_feeds.update(request.feed_dict)
@@ -272,13 +277,13 @@ class HookedSession(_WrappedSession):
                 _merge_run_options(options, request.options)
                 asked = True
         if not hook_feeds:
-            return user_feed_dict, asked
+            return user_feed_dict, asked, slots
         if not user_feed_dict:
-            return hook_feeds, asked
+            return hook_feeds, asked, slots
         _raise_if_feeds_intersect(user_feed_dict, hook_feeds,
                                   "Same tensor is fed by a SessionRunHook and user.")
         hook_feeds.update(user_feed_dict)
-        return hook_feeds, asked
+        return hook_feeds, asked, slots
 
 
 def _feed_name(key):
