@@ -321,3 +321,35 @@ def test_turned_off_by_the_environment(served, monkeypatch):
     monkeypatch.setenv(transport.TRANSPORT_ENV, "grpc,local")
     c.run_graph(_run())
     assert srv.servicer.channels_used[-1] == "local"
+
+
+def test_run_graph_async_answers_on_the_reader_thread_like_run_graph(served, monkeypatch):
+    """The master's threadless RunGraph: the same response and error classes as `run_graph`, a
+    broken channel fails it at once, and None (call run_graph) where there is no channel."""
+    srv, local = served()
+    c = GrpcWorkerClient(srv.address, TASK)
+
+    def call_async(handle):
+        got, done = [], threading.Event()
+        cancel = c.run_graph_async(_run(handle), 20, lambda resp, err: (
+            got.append((resp, err, threading.current_thread().name)), done.set()))
+        assert cancel is not None and done.wait(10)
+        assert len(got) == 1 and got[0][2] == "kernflow-local-reader", got   # no thread waited
+        return got[0][:2]
+
+    resp, err = call_async("g1")
+    assert err is None
+    np.testing.assert_array_equal(codec.proto_to_tensor(resp.recv[0].tensor),
+                                  codec.proto_to_tensor(c.run_graph(_run()).recv[0].tensor))
+    for handle in ("missing", "crash", "bad"):
+        _, err = call_async(handle)
+        assert (type(err), str(err)) == _failure(lambda h=handle: c.run_graph(_run(h)))
+    assert set(srv.servicer.channels_used) == {"local"}
+
+    got, done = [], threading.Event()
+    c.run_graph_async(_run("block"), 20, lambda resp, err: (got.append(err), done.set()))
+    threading.Timer(0.3, local.stop).start()
+    assert done.wait(5) and isinstance(got[0], errors.UnavailableError), got
+    srv.servicer.release.set()
+    monkeypatch.setenv(local_channel.LOCAL_CHANNEL_ENV, "0")
+    assert c.run_graph_async(_run(), 20, lambda resp, err: None) is None

@@ -307,6 +307,25 @@ class LocalChannel:
                                    what() if callable(what) else what, header.handler_error)
         return body
 
+    def unary_async(self, method: str, request: bytes, timeout, what, parse, on_done, metadata=None):
+        """Starts unary `method` without a thread waiting for it: ``on_done(parse(response), None)``
+        or ``on_done(None, error)`` is called once, on the channel's reader thread (or, if the
+        channel breaks, on the thread that notices), so `on_done` must not block.
+
+        `timeout` travels to the server (which ends the call at its deadline); nothing on this side
+        times the call: the caller watches the deadline and the peer's health (the master's
+        `TaskStep`). Returns a function that cancels the call (`on_done` is then never called).
+
+        Raises:
+            UnavailableError: the channel is closed or broke while sending.
+        """
+        attrs = _client_attrs(method) if _metrics_on() else None
+        if attrs is not None:
+            _count("client", "sent", len(request), attrs)
+        call = _AsyncUnary(parse, on_done, what, attrs)
+        call_id = self._start(call, method, request, timeout, metadata)
+        return lambda: self.cancel(call_id)
+
     def stream(self, method: str, request: bytes, timeout, what: str, metadata=None) -> "LocalStreamCall":
         """Starts response-streaming `method`; returns the iterator of its serialized responses."""
         call = LocalStreamCall(self, timeout, what, _client_attrs(method) if _metrics_on() else None)
@@ -338,6 +357,34 @@ class _Unary:
         if header.kind == _END and self.result is None:
             self.result = (header, body)
             self.done.release()
+
+
+class _AsyncUnary:
+    """A unary call whose answer is handed to a callback (`LocalChannel.unary_async`)."""
+
+    __slots__ = ("parse", "on_done", "what", "attrs", "start")
+
+    def __init__(self, parse, on_done, what, attrs):
+        self.parse, self.on_done, self.what, self.attrs = parse, on_done, what, attrs
+        self.start = time.perf_counter() if attrs is not None else None
+
+    def deliver(self, header, body) -> None:
+        if header.kind != _END:
+            return
+        if self.attrs is not None:
+            _count("client", "received", len(body), self.attrs)
+            _timed("client", self.attrs, self.start, header.code)
+        if header.code != _OK:
+            what = self.what() if callable(self.what) else self.what
+            self.on_done(None, error_for_status(status_for_code(header.code), header.details, what,
+                                                header.handler_error))
+            return
+        try:
+            response = self.parse(body)
+        except Exception as e:  # noqa: BLE001 - a bad answer fails the call, not the reader thread
+            self.on_done(None, e)
+            return
+        self.on_done(response, None)
 
 
 class LocalStreamCall:

@@ -135,6 +135,28 @@ class GrpcWorkerClient:
             limits.check_request(request, self._what("RunGraph"), headroom=0)
         return self._call("RunGraph", request, _run_timeout(request, timeout, None), negotiate=True)
 
+    def run_graph_async(self, request: worker_pb2.RunGraphRequest, timeout, on_done):
+        """RunGraph over the same-host channel with no thread waiting for the answer (the master's
+        `TaskStep`): ``on_done(response, None)`` or ``on_done(None, error)`` is called on the
+        channel's reader thread. Returns a function that cancels the call, or None when there is no
+        same-host channel to this worker (or the request is too large for one frame): then call
+        `run_graph`.
+
+        Raises:
+            As `run_graph`, for what fails before anything is sent.
+        """
+        local = local_channel.channel_for(self.address, self._grpc_status)
+        if local is None:
+            return None
+        if isinstance(request, SplitMessage):
+            limits.check_request(request, self._what("RunGraph"), headroom=0)
+        body = request.SerializeToString()
+        if len(body) > local_channel.MAX_BODY_BYTES:
+            return None
+        return local.unary_async("RunGraph", body, _run_timeout(request, timeout, None),
+                                 lambda: self._what("RunGraph"), _RUN_GRAPH_RESPONSE, on_done,
+                                 channels.outgoing_metadata())
+
     def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
                            timeout: float | None = None) -> worker_pb2.RunGraphResponse:
         """RunGraph of a small step over a pooled RunGraphStream call (`graph_stream`).

@@ -765,6 +765,13 @@ class Master:
                 raise err from None
         return TaskStep(self, plan, step_id, reqs, timeout_ms, rpc_deadline_s, _tracing()).wait()
 
+    def _run_graph_async(self, task: str, req, timeout_s: float, on_done):
+        """Starts RunGraph on `task` with no thread waiting for it, when its worker is reached over
+        the same-host channel (`GrpcWorkerClient.run_graph_async`: `on_done` runs on the channel's
+        reader thread); returns a function that cancels the call, or None: call `_run_graph`."""
+        start = getattr(self._worker(task), "run_graph_async", None)
+        return None if start is None else start(req, timeout_s, on_done)
+
     def _run_graph(self, task: str, req, step_id: int, timeout_s: float, plan: _StepPlan):
         """Calls RunGraph on `task`; traced, it is a "RunGraph" span whose context the call carries.
 

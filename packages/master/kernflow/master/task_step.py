@@ -2,8 +2,10 @@
 
 `TaskStep` is the master's event loop for a step that spans tasks. Invariants:
 
-* Every task's RunGraph runs on the master's pool and reports ``("run", task, response, error)`` on
-  the step's queue; a background health check reports ``("probe", task|None, None, error|None)``.
+* Every task's RunGraph reports ``("run", task, response, error)`` on the step's queue, once: from
+  the same-host channel's reader thread when the task's worker is reached that way (no thread
+  waits for the call; untraced steps), else from the master's pool thread that made the call. A
+  background health check reports ``("probe", task|None, None, error|None)``.
 * ``pending`` holds the tasks whose RunGraph has not reported (a task declared dead by a health
   check leaves it without reporting).
 * The first failure (a task's error, a dead task, or the step's deadline) aborts the step on every
@@ -59,10 +61,26 @@ class TaskStep:
         self.give_up_at = None         # set once the step failed: wait this long for the others
         self.next_probe = start + master.health_check_interval_s
         self.probing = False
+        self.cancels: dict = {}        # task -> cancels its RunGraph started without a thread
+        self.answered: set = set()     # tasks whose RunGraph reported
         for task, req in reqs.items():
             self._submit(task, req, rpc_deadline_s, contextvars.copy_context() if traced else None)
 
     def _submit(self, task, req, rpc_deadline_s, ctx) -> None:
+        if ctx is None:   # (a traced call runs on a pool thread, in its span's context)
+            # A same-host worker answers on the channel's reader thread, straight into the queue:
+            # no pool thread waits for it, and no hand-off from the reader to that thread.
+            q = self.q
+            try:
+                cancel = self.master._run_graph_async(task, req, rpc_deadline_s,
+                                                      lambda resp, err: q.put(("run", task, resp, err)))
+            except Exception as e:  # noqa: BLE001 - reported to the step
+                q.put(("run", task, None, e))
+                return
+            if cancel is not None:
+                self.cancels[task] = cancel
+                return
+
         def call():
             return self.master._run_graph(task, req, self.step_id, rpc_deadline_s, self.plan)
 
@@ -93,6 +111,9 @@ class TaskStep:
                     f"(tasks still running: {', '.join(sorted(self.pending, key=task_sort_key))})"))
                 continue
             self._handle(self._next_event(now))
+        for task, cancel in self.cancels.items():   # given up on (or declared dead): nobody
+            if task not in self.answered:               # would read their answers
+                cancel()
         if not self.failures:
             return self.results
         task, err = min(self.failures, key=lambda f: (secondary(f[1]), self.failures.index(f)))
@@ -124,6 +145,7 @@ class TaskStep:
                 self.pending.discard(task)  # declared dead: the step does not wait for it
                 self._fail(task, err)
             return
+        self.answered.add(task)
         self.pending.discard(task)
         if err is None:
             self.results[task] = res
