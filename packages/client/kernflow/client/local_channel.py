@@ -104,7 +104,6 @@ class _ProtocolError(Exception):
 
 _LOCAL_CHANNEL_VAR = EnvVar(LOCAL_CHANNEL_ENV)
 _HAVE_AF_UNIX = hasattr(socket, "AF_UNIX")
-_named_in: dict = {}   # KERNFLOW_TRANSPORT value -> whether it names this channel
 
 
 def enabled() -> bool:
@@ -113,14 +112,7 @@ def enabled() -> bool:
     if not _HAVE_AF_UNIX or _LOCAL_CHANNEL_VAR.get().strip() == "0":
         return False
     setting = _transport.env_setting()
-    if not setting:
-        return True
-    named = _named_in.get(setting)
-    if named is None:
-        if len(_named_in) > 64:
-            _named_in.clear()
-        named = _named_in[setting] = NAME in {n.strip() for n in setting.split(",")}
-    return named
+    return not setting or NAME in _transport.named_in(setting)
 
 
 def socket_dir() -> str:

@@ -67,13 +67,20 @@ class GrpcWorkerClient:
         who = f"worker {self.task_name} at {self.address}" if self.task_name else f"worker at {self.address}"
         return f"{method} on {who}"
 
-    def _call(self, method: str, request, timeout, negotiate: bool = False):
+    def _over_local(self, request, negotiate: bool):
+        """(the same-host channel, the serialized request) when the call goes that way, else None
+        (no channel to this worker, or a request over one frame's limit: gRPC)."""
         local = local_channel.channel_for(self.address, self._grpc_status if negotiate else None)
+        if local is None:
+            return None
+        body = request.SerializeToString()
+        return (local, body) if len(body) <= local_channel.MAX_BODY_BYTES else None
+
+    def _call(self, method: str, request, timeout, negotiate: bool = False):
+        local = self._over_local(request, negotiate)
         if local is not None:
-            body = request.SerializeToString()
-            if len(body) <= local_channel.MAX_BODY_BYTES:
-                return _PARSERS[method](local.unary(method, body, timeout, lambda: self._what(method),
-                                                    channels.outgoing_metadata()))
+            return _PARSERS[method](local[0].unary(method, local[1], timeout, lambda: self._what(method),
+                                                   channels.outgoing_metadata()))
         resp = invoke(self._stub, method, request, timeout, lambda: self._what(method),
                       channels.outgoing_metadata())
         if method == "GetStatus":
@@ -131,9 +138,12 @@ class GrpcWorkerClient:
             timeout: seconds; None means the request's `timeout_in_ms` plus `RUN_GRACE_S`, or no
                 deadline when that is 0 (a step may legitimately block, e.g. on a queue).
         """
+        self._check_run_graph(request)
+        return self._call("RunGraph", request, _run_timeout(request, timeout, None), negotiate=True)
+
+    def _check_run_graph(self, request) -> None:
         if isinstance(request, SplitMessage):   # (a client's feeds, forwarded by the master)
             limits.check_request(request, self._what("RunGraph"), headroom=0)
-        return self._call("RunGraph", request, _run_timeout(request, timeout, None), negotiate=True)
 
     def run_graph_async(self, request: worker_pb2.RunGraphRequest, timeout, on_done):
         """RunGraph over the same-host channel with no thread waiting for the answer (the master's
@@ -145,17 +155,13 @@ class GrpcWorkerClient:
         Raises:
             As `run_graph`, for what fails before anything is sent.
         """
-        local = local_channel.channel_for(self.address, self._grpc_status)
+        local = self._over_local(request, negotiate=True)
         if local is None:
             return None
-        if isinstance(request, SplitMessage):
-            limits.check_request(request, self._what("RunGraph"), headroom=0)
-        body = request.SerializeToString()
-        if len(body) > local_channel.MAX_BODY_BYTES:
-            return None
-        return local.unary_async("RunGraph", body, _run_timeout(request, timeout, None),
-                                 lambda: self._what("RunGraph"), _RUN_GRAPH_RESPONSE, on_done,
-                                 channels.outgoing_metadata())
+        self._check_run_graph(request)   # (checked here only: None above leads to run_graph)
+        return local[0].unary_async("RunGraph", local[1], _run_timeout(request, timeout, None),
+                                    lambda: self._what("RunGraph"), _RUN_GRAPH_RESPONSE, on_done,
+                                    channels.outgoing_metadata())
 
     def run_graph_streamed(self, request: worker_pb2.RunGraphRequest,
                            timeout: float | None = None) -> worker_pb2.RunGraphResponse:

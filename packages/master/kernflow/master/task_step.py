@@ -61,8 +61,7 @@ class TaskStep:
         self.give_up_at = None         # set once the step failed: wait this long for the others
         self.next_probe = start + master.health_check_interval_s
         self.probing = False
-        self.cancels: dict = {}        # task -> cancels its RunGraph started without a thread
-        self.answered: set = set()     # tasks whose RunGraph reported
+        self.cancels: dict = {}        # task -> cancels its unanswered RunGraph started without a thread
         for task, req in reqs.items():
             self._submit(task, req, rpc_deadline_s, contextvars.copy_context() if traced else None)
 
@@ -111,9 +110,8 @@ class TaskStep:
                     f"(tasks still running: {', '.join(sorted(self.pending, key=task_sort_key))})"))
                 continue
             self._handle(self._next_event(now))
-        for task, cancel in self.cancels.items():   # given up on (or declared dead): nobody
-            if task not in self.answered:               # would read their answers
-                cancel()
+        for cancel in self.cancels.values():   # given up on (or declared dead): nobody would read
+            cancel()                           # their answers
         if not self.failures:
             return self.results
         task, err = min(self.failures, key=lambda f: (secondary(f[1]), self.failures.index(f)))
@@ -145,7 +143,7 @@ class TaskStep:
                 self.pending.discard(task)  # declared dead: the step does not wait for it
                 self._fail(task, err)
             return
-        self.answered.add(task)
+        self.cancels.pop(task, None)
         self.pending.discard(task)
         if err is None:
             self.results[task] = res

@@ -436,10 +436,11 @@ class BaseSession:
                     feed_names.append(entry[0])
                     feed_vals.append(entry[1](v))
                     continue
-                for k, v in (_sparse_parts(k, v) if isinstance(k, _sparse.SparseTensor) else ((k, v),)):
-                    k = self._feed_tensor(k)
-                    feed_names.append(k.name)
-                    feed_vals.append(_check_feed(k, v))
+                for key, value in (_sparse_parts(k, v) if isinstance(k, _sparse.SparseTensor)
+                                   else ((k, v),)):
+                    t = self._feed_tensor(key)
+                    feed_names.append(t.name)
+                    feed_vals.append(_check_feed(t, value))
         t0 = _step_start()
         try:
             with tracing.session_run_span(len(fetch_names) + len(targets)) as span:

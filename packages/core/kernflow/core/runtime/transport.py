@@ -34,6 +34,7 @@ it. ``KERNFLOW_HOST_ID`` replaces `host_id` (tests simulate tasks on different h
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -44,7 +45,7 @@ from kernflow.core.framework import errors
 from kernflow.core.runtime.env import EnvVar
 
 __all__ = ["Transport", "Probe", "DEFAULT_TRANSPORT", "TRANSPORT_ENV", "HOST_ID_ENV", "transports",
-           "allowed", "get", "default", "select", "open_probes", "needs_negotiation", "env_setting",
+           "allowed", "get", "default", "select", "open_probes", "needs_negotiation", "env_setting", "named_in",
            "host_id"]
 
 _log = logging.getLogger(__name__)
@@ -202,6 +203,13 @@ def env_setting() -> str:
     return _TRANSPORT_VAR.get().strip()
 
 
+@functools.lru_cache(maxsize=64)
+def named_in(setting: str) -> frozenset:
+    """The transport names a ``KERNFLOW_TRANSPORT`` value lists (parsed once per distinct value:
+    it is asked on every call to a worker)."""
+    return frozenset(n.strip() for n in setting.split(",") if n.strip())
+
+
 def allowed() -> list[Transport]:
     """The transports this process may choose and offer now, highest priority first.
 
@@ -211,7 +219,7 @@ def allowed() -> list[Transport]:
     setting = env_setting()
     if not setting:
         return every
-    names = {n.strip() for n in setting.split(",") if n.strip()} | {DEFAULT_TRANSPORT}
+    names = named_in(setting) | {DEFAULT_TRANSPORT}
     unknown = names - {t.name for t in every}
     if unknown:
         _log.warning("%s names unknown transports %s (registered: %s)", TRANSPORT_ENV, sorted(unknown),

@@ -324,8 +324,11 @@ class SummarySaverHook(SessionRunHook):
         if self._next_step is None or self._request_summary:
             # The fetched value may predate this step's update: read the step again.
             global_step = int(run_context.session.run(self._global_step_tensor))
-        else:   # (results: the bare global step, see begin)
-            self._next_step = int(run_values.results) + 2
+        else:
+            # results: the bare global step (see begin), read before this step's update; the step
+            # after it is the next one to consider.
+            global_step = int(run_values.results) + 1
+            self._next_step = global_step + 1
             return
         if self._next_step is None:
             self._summary_writer.add_session_log(SessionLog(status=SessionLog.START), global_step)

@@ -263,13 +263,14 @@ class HookedSession(_WrappedSession):
         slots = []
         for hook in self._hooks:
             request = hook.before_run(run_context)
-            if request is None or request.fetches is None:
+            if request is None:
+                slots.append(None)
+                continue
+            if request.fetches is None:
                 slots.append(None)
             else:
                 slots.append(len(fetch_list))
                 fetch_list.append(request.fetches)
-            if request is None:
-                continue
             if request.feed_dict:
                 _raise_if_feeds_intersect(hook_feeds, request.feed_dict, "Same tensor is fed by two hooks.")
                 hook_feeds.update(request.feed_dict)
