@@ -59,6 +59,31 @@ def test_a_training_loop_s_scalars_fuse_into_one_kernel_with_the_same_bytes():
                                                          ("largest", 3.0), ("count", 3.0)]
 
 
+def test_special_values_and_every_value_type_give_the_unfused_bytes():
+    # numpy float32 scalars (full reductions), 0-d float32 arrays (slices), float64 beyond float32's
+    # range (inf, as TF's cast) and large int64s take different paths through the fused kernel.
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [4], name="x")
+        d = kf.placeholder(kf.float64, [2], name="d")
+        i = kf.placeholder(kf.int64, [], name="i")
+        for k in range(4):
+            kf.summary.scalar(f"x{k}", x[k])
+        kf.summary.scalar("max", kf.reduce_max(x))
+        kf.summary.scalar("sum", kf.reduce_sum(x[1:2]))
+        kf.summary.scalar("big", d[0])
+        kf.summary.scalar("small", d[1])
+        kf.summary.scalar("int", i)
+        merged = kf.summary.merge_all()
+    feeds = {x: np.array([np.nan, -0.0, np.inf, 1e-45], np.float32), d: np.array([1e300, -1e-300]),
+             i: np.int64(2**62 + 1)}
+    out, ops = _compare(g, merged, feeds)
+    assert ops.count("_FusedScalarSummaries") == 1
+    values = {v.tag: v.simple_value for v in summary_pb2.Summary.FromString(out).value}
+    assert np.isnan(values["x0"]) and np.signbit(values["x1"]) and values["big"] == np.inf
+    assert values["int"] == float(np.float32(2**62 + 1))
+
+
 def test_a_fetched_summary_a_duplicate_or_a_fed_tag_leaves_the_merge_alone():
     g = kf.Graph()
     with g.as_default():

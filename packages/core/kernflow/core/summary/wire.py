@@ -42,9 +42,9 @@ def summary_bytes(data: bytes, tags: tuple, has_metadata: bool = False) -> Summa
 
 def varint(n: int) -> bytes:
     """The protobuf base-128 varint of `n` (negative numbers as their 64-bit two's complement)."""
+    if 0 <= n < 0x4000:   # a summary's length, most steps: one or two bytes, no loop
+        return _ONE_BYTE[n] if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7))
     n &= 0xFFFFFFFFFFFFFFFF
-    if n < 0x80:
-        return bytes((n,))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -53,12 +53,17 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-_WALL_TIME = struct.Struct("<d").pack
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_WALL_TIME = struct.Struct("<Bd").pack             # field 1 (fixed64) with its tag byte
 
 
 def event_bytes(wall_time: float, step: int | None, summary: bytes) -> bytes:
     """``Event(wall_time=wall_time, step=step, summary=<summary>).SerializeToString()``."""
-    head = b"\x09" + _WALL_TIME(wall_time) if wall_time else b""   # field 1, fixed64
+    parts = [_WALL_TIME(0x09, wall_time)] if wall_time else []
     if step:
-        head += b"\x10" + varint(int(step))                        # field 2, varint
-    return head + b"\x2a" + varint(len(summary)) + summary         # field 5, length-delimited
+        parts.append(b"\x10")                                    # field 2, varint
+        parts.append(varint(int(step)))
+    parts.append(b"\x2a")                                        # field 5, length-delimited
+    parts.append(varint(len(summary)))
+    parts.append(summary)
+    return b"".join(parts)

@@ -73,13 +73,14 @@ class SecondOrStepTimer:
 
     def should_trigger_for_step(self, step) -> bool:
         """True if the timer should trigger at `step` (never twice for the same step)."""
-        if self._last_triggered_step is None:
+        last = self._last_triggered_step
+        if last is None:
             return True
-        if self._last_triggered_step == step:
+        if last == step:
             return False
-        if self._every_secs is not None and time.time() >= self._last_triggered_time + self._every_secs:
-            return True
-        return self._every_steps is not None and step >= self._last_triggered_step + self._every_steps
+        if self._every_secs is not None:   # (then every_steps is None: exactly one is set)
+            return time.time() >= self._last_triggered_time + self._every_secs
+        return step >= last + self._every_steps
 
     def update_last_triggered_step(self, step):
         """Records a trigger at `step`; returns (elapsed seconds, elapsed steps) since the last one,

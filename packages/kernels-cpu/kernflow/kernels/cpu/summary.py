@@ -7,6 +7,7 @@ entry whose limit is the run's right edge), so the protos equal TensorFlow's for
 from __future__ import annotations
 
 import io
+import struct
 import sys
 import wave
 
@@ -62,6 +63,9 @@ def _scalar_tag(ctx, value, what: str = "tag") -> str:
 
 
 _F32 = np.dtype("<f4")
+# A float32's little-endian bytes: ~0.1 us against ~1 us for a numpy scalar's tobytes(); exact for
+# every float32 (the value passes through a double, which holds it).
+_PACK_F32 = struct.Struct("<f").pack
 _MAX_CACHED_TAGS = 256
 
 
@@ -117,14 +121,17 @@ def _fused_scalar_summaries(ctx):
     def compute(*values):
         parts = []
         for prefix, v, node in zip(prefixes, values, nodes):
-            if type(v) is not np.ndarray:
+            t = type(v)
+            if t is np.float32:   # a full reduction's numpy scalar, the usual case
+                parts.append(prefix + _PACK_F32(v))
+                continue
+            if t is not np.ndarray:
                 v = np.asarray(v)
             if v.ndim != 0:
                 raise errors.InvalidArgumentError(
                     None, None, f"ScalarSummary node {node}: tags and values are not the same shape: "
                                 f"[] != {list(v.shape)}")
-            parts.append(prefix)
-            parts.append(v.astype(_F32, copy=False).tobytes())
+            parts.append(prefix + (_PACK_F32(v) if v.dtype is _F32 else v.astype(_F32).tobytes()))
         out = np.empty((), dtype=object)
         out[()] = summary_bytes(b"".join(parts), tags)
         return out
