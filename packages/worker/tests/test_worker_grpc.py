@@ -113,7 +113,7 @@ def test_large_tensor_streams_over_grpc(servers):
 def test_errors_become_statuses_and_the_server_keeps_serving(servers):
     (s0, s1), clients = servers
     c = clients[T0]
-    with pytest.raises(errors.NotFoundError, match="not registered"):
+    with pytest.raises(errors.AbortedError, match="not registered"):
         c.run_graph(worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1), timeout=5)
     gd = worker_pb2.RegisterGraphRequest(session_handle="s")
     gd.graph_def.node.add(name="n", op="NoSuchOp", device=CPU0)

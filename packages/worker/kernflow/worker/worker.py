@@ -119,6 +119,15 @@ class _Graph:
                 self.inline = dp
 
 
+
+def _unknown_graph(handle: str, task: str, session_handle) -> errors.AbortedError:
+    """The error for a graph handle this worker does not hold: AbortedError, as TF's GraphMgr (a
+    master's cached handle outlives a worker that restarted; the master registers its graphs again
+    on its next step, and a MonitoredSession re-runs the step)."""
+    return errors.AbortedError(None, None, f"graph handle {handle!r} is not registered on {task}"
+                               + (f" for session {session_handle!r}" if session_handle else "")
+                               + "; possibly this task just restarted")
+
 class Worker(RecvTensorService):
     """One task of a cluster: its devices, registered graphs and running steps.
 
@@ -384,8 +393,7 @@ class Worker(RecvTensorService):
         with self._lock:
             g = self._graphs.get(req.graph_handle)
             if g is None or (req.session_handle and req.session_handle != g.session_handle):
-                raise errors.NotFoundError(None, None, f"graph handle {req.graph_handle!r} is not "
-                                           f"registered on {self.task_name}")
+                raise _unknown_graph(req.graph_handle, self.task_name, None)
             del self._graphs[req.graph_handle]
             sess = self._sessions.get(g.session_handle)
             if sess is not None:
@@ -397,9 +405,7 @@ class Worker(RecvTensorService):
     def _graph(self, session_handle: str, handle: str) -> _Graph:
         g = self._graphs.get(handle)
         if g is None or (session_handle and session_handle != g.session_handle):
-            raise errors.NotFoundError(None, None, f"graph handle {handle!r} is not registered on "
-                                       f"{self.task_name}" + (f" for session {session_handle!r}"
-                                                              if session_handle else ""))
+            raise _unknown_graph(handle, self.task_name, session_handle)
         return g
 
     # ------------------------------------------------------------------ steps
