@@ -429,18 +429,29 @@ REDUCTIONS = {  # op type -> fn(x, axes, keep_dims, output numpy type)
 }
 
 
+def _last_converted(convert):
+    """fn(axis) -> convert(axis), remembering the last axis array: an axis input is usually the
+    same constant array every step (the reference held keeps its identity from being reused)."""
+    last = [(None, None)]   # one slot, replaced whole: concurrent steps share the kernel
+
+    def get(axis):
+        seen, value = last[0]
+        if axis is seen:
+            return value
+        value = convert(axis)
+        last[0] = (axis, value)
+        return value
+    return get
+
+
 def _reduction(op_type, fn):
     def factory(ctx):
         kd, dt, name = ctx.get_attr("keep_dims"), ctx.output_dtypes[0].as_numpy_dtype, ctx.name
 
-        last = [None, None]  # the axis input is usually the same constant array every step
+        axes = _last_converted(_axes)
 
         def compute(x, axis):
-            if axis is last[0]:
-                ax = last[1]
-            else:
-                ax = _axes(axis)
-                last[0], last[1] = axis, ax
+            ax = axes(axis)
             if ax == () and isinstance(x, np.ndarray) and x.dtype == dt:
                 return x.view()  # nothing reduced (e.g. a broadcast gradient's empty axes)
             try:
@@ -459,15 +470,10 @@ def _arg(method: str):
     def factory(ctx):
         out = np.dtype(ctx.output_dtypes[0].as_numpy_dtype)
         cast = out != np.dtype(np.intp)
-        last = [None, None]  # the axis input is usually the same constant array every step
+        as_int = _last_converted(int)
 
         def compute(x, axis):
-            if axis is last[0]:
-                ax = last[1]
-            else:
-                ax = int(axis)
-                last[0], last[1] = axis, ax
-            r = getattr(x, method)(ax)
+            r = getattr(x, method)(as_int(axis))
             return r.astype(out) if cast else r
         return compute
     return factory
