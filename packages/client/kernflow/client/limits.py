@@ -24,10 +24,10 @@ oversized message) name the largest tensors, the sizes, the limit and the variab
 
 from __future__ import annotations
 
-import os
 import re
 
 from kernflow.core.framework import errors
+from kernflow.core.runtime.env import EnvVar
 
 __all__ = ["ENV", "HARD_MAX_BYTES", "DEFAULT_MAX_BYTES", "HEADROOM_BYTES", "max_message_bytes",
            "parse_bytes", "channel_options", "check_request", "check_response", "check_tensor",
@@ -42,7 +42,8 @@ HEADROOM_BYTES = 4096
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20,
           "g": 1 << 30}
-_cache: tuple = (None, DEFAULT_MAX_BYTES)   # (raw value of ENV, parsed limit)
+_cache: tuple = ("", DEFAULT_MAX_BYTES)   # (raw value of ENV, "" when unset; parsed limit)
+_ENV_VAR = EnvVar(ENV)
 
 
 def parse_bytes(text: str, what: str = ENV) -> int:
@@ -69,9 +70,9 @@ def max_message_bytes() -> int:
         InvalidArgumentError: the variable is set to something that is not a valid size.
     """
     global _cache
-    raw = os.environ.get(ENV)
+    raw = _ENV_VAR.get()   # (read on every call's size check: `EnvVar`, not os.environ.get)
     if raw != _cache[0]:
-        _cache = (raw, DEFAULT_MAX_BYTES if raw is None or not raw.strip() else parse_bytes(raw))
+        _cache = (raw, DEFAULT_MAX_BYTES if not raw.strip() else parse_bytes(raw))
     return _cache[1]
 
 
