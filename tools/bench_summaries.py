@@ -7,14 +7,16 @@ Times one training step
   (c) under ``MonitoredTrainingSession``: ``mts_summaries`` (summary_dir set, save_summaries_steps=100,
       so a SummarySaverHook and TF's default StepCounterHook) against ``mts_off`` (no summary_dir: no
       hooks), and ``mts_summary_hook_only`` (log_step_count_steps=0) to tell the two hooks apart.
-Rounds alternate between the contenders so load on a shared machine hits them alike; each ratio is
-the median of the per-round ratios. ``add_summary_us`` is the time ``add_summary`` kept the training
+Contenders alternate every ``--block`` steps (50) so load on a shared machine hits them alike; each
+ratio is the median of the rounds' ratios, each of its blocks' totals.
+``add_summary_us`` is the time ``add_summary`` kept the training
 thread (it parses and enqueues; the writer thread serializes and writes), with the deepest queue seen.
 
 ``--tf-python PATH`` runs the identical program under TensorFlow's tf.compat.v1 in that interpreter
 (same data, same graph code) and reports it side by side.
 
-Usage: python tools/bench_summaries.py [--steps 300] [--rounds 7] [--tf-python /tmp/tfvenv/bin/python]
+Usage: python tools/bench_summaries.py [--steps 300] [--rounds 7] [--block 50]
+                                       [--tf-python /tmp/tfvenv/bin/python]
 """
 
 from __future__ import annotations
@@ -145,18 +147,28 @@ def _time(contender, batches, steps):
     return (time.perf_counter() - t) / steps
 
 
-def measure(framework, batches, steps, rounds):
-    """Per-step seconds of every contender, `rounds` alternating rounds of `steps` steps each."""
+def measure(framework, batches, steps, rounds, block=50):
+    """Per-step seconds of every contender's blocks: `rounds` rounds of `steps` steps each, the
+    contenders alternating every `block` steps."""
     fw = load_framework(framework)
     with tempfile.TemporaryDirectory(prefix="bench_summaries_") as root:
         live = {name: make(fw, os.path.join(root, name)) for name, make in CONTENDERS.items()}
         try:
             for c in live.values():  # warm up: compile the steps, start the writer threads
                 _time(c, batches, 30)
+            # Contenders alternate every `block` steps, so each ratio compares blocks run within a
+            # few milliseconds of each other: this machine's phases (the same step taking 420 us
+            # or 1,000 us for seconds at a time) then move both sides of a ratio alike.
+            # A round's ratio is of its totals, so it includes the steps that save (every 100th).
             times = {name: [] for name in live}
+            blocks = max(1, steps // block)
             for _ in range(rounds):
-                for name, c in live.items():
-                    times[name].append(_time(c, batches, steps))
+                total = dict.fromkeys(live, 0.0)
+                for _ in range(blocks):
+                    for name, c in live.items():
+                        total[name] += _time(c, batches, min(block, steps))
+                for name in live:
+                    times[name].append(total[name] / blocks)
             every = live["every_step"]
             add_us = np.array(every.add_s[30 * 1:]) * 1e6  # without the warm-up
             depth = every.depth if every.queue is not None else None
@@ -190,14 +202,14 @@ def _batches(path=None, batch=64):
     return _data(batch)
 
 
-def _run_tensorflow(tf_python, batches, steps, rounds):
+def _run_tensorflow(tf_python, batches, steps, rounds, block):
     if not (tf_python and os.path.exists(tf_python)):
         return None, f"no TensorFlow interpreter at {tf_python!r}: TensorFlow not measured"
     with tempfile.TemporaryDirectory(prefix="bench_summaries_data_") as d:
         path = os.path.join(d, "batches.npz")
         np.savez(path, x=np.stack([b[0] for b in batches]), y=np.stack([b[1] for b in batches]))
         r = subprocess.run([tf_python, os.path.abspath(__file__), "--framework", "tensorflow", "--data", path,
-                            "--steps", str(steps), "--rounds", str(rounds)],
+                            "--steps", str(steps), "--rounds", str(rounds), "--block", str(block)],
                            capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         return None, f"TensorFlow run failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}"
@@ -208,6 +220,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=300, help="steps per contender and round")
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--block", type=int, default=50, help="steps a contender runs before the next one's turn")
     p.add_argument("--tf-python", default=None,
                    help="a Python with TensorFlow (e.g. /tmp/tfvenv/bin/python) to run the same program")
     p.add_argument("--framework", choices=["kernflow", "tensorflow"], default="kernflow",
@@ -216,12 +229,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     batches = _batches(args.data)
     if args.framework == "tensorflow":  # the child of --tf-python: one framework, bare JSON
-        print(json.dumps(measure("tensorflow", batches, args.steps, args.rounds)))
+        print(json.dumps(measure("tensorflow", batches, args.steps, args.rounds, args.block)))
         return 0
     res = {"workload": "digits MLP 64-128-128-10 SGD step, batch 64", "steps_per_round": args.steps,
-           "rounds": args.rounds, "kernflow": measure("kernflow", batches, args.steps, args.rounds)}
+           "rounds": args.rounds, "block": args.block,
+           "kernflow": measure("kernflow", batches, args.steps, args.rounds, args.block)}
     if args.tf_python:
-        res["tensorflow"], skipped = _run_tensorflow(args.tf_python, batches, args.steps, args.rounds)
+        res["tensorflow"], skipped = _run_tensorflow(args.tf_python, batches, args.steps, args.rounds, args.block)
         if skipped:
             print(f"bench_summaries: {skipped}", file=sys.stderr)
             res["tensorflow_skipped"] = skipped
