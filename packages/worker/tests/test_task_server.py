@@ -72,3 +72,45 @@ def test_a_session_in_the_server_process_calls_its_master_in_process():
         assert isinstance(sess._impl._master, GrpcMasterClient)
         with pytest.raises(kf.errors.UnavailableError):
             sess.run(out, {x: [1.0, 2.0]}, options=kf.RunOptions(timeout_in_ms=3000))
+
+
+def test_a_client_process_on_the_host_calls_run_step_over_the_same_host_channel(monkeypatch):
+    """A session whose master is a task server of another process on this host (here: the lookup
+    of in-process masters turned off) sends RunStep over the task's Unix socket, with the results
+    and error classes of gRPC."""
+    from kernflow.client import local_channel, local_master
+    from kernflow.client.master_client import GrpcMasterClient
+    monkeypatch.setattr(local_master, "lookup", lambda address: None)
+    server = GrpcTaskServer(ClusterSpec({"local": ["localhost:0"]}), "local", 0)
+    server.start()
+    address = server.target[len("grpc://"):]
+    g = kf.Graph()
+    with g.as_default():
+        x = kf.placeholder(kf.float32, [None])
+        out = x * 2.0
+        bad = kf.reshape(x, [3])
+        dequeue = kf.FIFOQueue(1, kf.float32).dequeue()
+
+    def run_all():
+        got = []
+        with kf.Session(server.target, graph=g) as sess:
+            assert isinstance(sess._impl._master, GrpcMasterClient)
+            got.append(list(sess.run(out, {x: [1.0, 2.0]})))
+            for fetch, options in ((bad, None), (dequeue, kf.RunOptions(timeout_in_ms=200))):
+                with pytest.raises(kf.errors.OpError) as e:
+                    sess.run(fetch, {x: [1.0, 2.0]}, options=options)
+                got.append((type(e.value), "Reshape" in str(e.value) or "Timed out" in str(e.value)))
+            return got, local_channel._by_address.get(address)
+
+    try:
+        over_socket, channel = run_all()
+        assert isinstance(channel, local_channel.LocalChannel)
+        local_channel.forget()
+        monkeypatch.setenv(local_channel.LOCAL_CHANNEL_ENV, "0")
+        over_grpc, channel = run_all()
+        assert channel is None
+        assert over_socket == over_grpc == [[2.0, 4.0], (kf.errors.InvalidArgumentError, True),
+                                            (kf.errors.DeadlineExceededError, True)]
+    finally:
+        local_channel.forget()
+        server.stop()

@@ -343,7 +343,9 @@ class _ServerConnection:
                     out.close()
                 self._end(ctx, _OK)
             else:
-                resp = handler.fn(request, ctx).SerializeToString()
+                resp = handler.fn(request, ctx)
+                if not handler.raw:   # (a raw unary method returns its response's bytes)
+                    resp = resp.SerializeToString()
                 if len(resp) > MAX_BODY_BYTES:
                     raise errors.ResourceExhaustedError(None, None, f"a response of {len(resp)} bytes "
                                                         f"exceeds the same-host channel's {MAX_BODY_BYTES}")

@@ -15,8 +15,10 @@ import grpc
 from kernflow.core.framework import errors
 from kernflow.client import channels
 from kernflow.client import codec
+from kernflow.client import local_channel
 from kernflow.client.protobuf import master_pb2
 from kernflow.client.protobuf import master_pb2_grpc
+from kernflow.client.protobuf import worker_pb2_grpc
 from kernflow.client.rpc_errors import StreamCall, error_from_rpc, invoke
 from kernflow.client.tensor_requests import nest, response_parser, serialize
 
@@ -77,8 +79,26 @@ class GrpcMasterClient:
         """
         if timeout is None and request.options.timeout_in_ms > 0:
             timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
+        what = self._run_step_what
+        local = local_channel.channel_for(self.address, self._worker_status)
+        if local is not None:   # a task server on this host: over its socket, not gRPC
+            body = serialize(request)
+            if len(body) <= local_channel.MAX_BODY_BYTES:
+                return _RUN_STEP_RESPONSE(local.unary("RunStep", body, timeout, what,
+                                                      channels.outgoing_metadata()))
         return invoke(channels.get_stub(self.address, _RawStreamStub), "RunStep", request, timeout,
-                      lambda: f"RunStep on master at {self.address}", channels.outgoing_metadata())
+                      what, channels.outgoing_metadata())
+
+    def _run_step_what(self) -> str:
+        return f"RunStep on master at {self.address}"
+
+    def _worker_status(self, request, timeout):
+        """GetStatus of the worker service at this address, over gRPC: how the same-host channel of
+        a task server (master and worker on one port) is negotiated. A master alone has no worker
+        service; the failed negotiation then leaves RunStep on gRPC for a while
+        (`local_channel.FAILED_TTL_S`)."""
+        return invoke(channels.get_stub(self.address, worker_pb2_grpc.WorkerServiceStub), "GetStatus", request,
+                      timeout, f"GetStatus at {self.address}", channels.outgoing_metadata())
 
     def run_step_stream(self, request: master_pb2.RunStepRequest, timeout: float | None = None):
         """Runs one step, the fetched values streaming back in chunks (large fetches).

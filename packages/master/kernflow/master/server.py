@@ -56,7 +56,8 @@ class MasterServer:
         # (`servicer.add_to_server`: the generated registration, with metered message bytes and
         # the step methods' responses serialized by the servicer)
         self.budget = channels.CallBudget(max_workers)
-        add_to_server(MasterServicer(master, self.budget), self._server)
+        self.servicer = MasterServicer(master, self.budget)
+        add_to_server(self.servicer, self._server)
         for add in extra_servicers:
             add(self._server, self.budget)
         try:

@@ -69,9 +69,14 @@ class _GrpcFace:
             yield tensor_requests.serialize(resp)
 
 
-def serve_locally(servicer, name: str = "worker"):
+def serve_locally(servicer, name: str = "worker", also=()):
     """Also serves `servicer` on this host's same-host channel (`kernflow.client.local_channel`),
     which its GetStatus then offers; call after `add_to_server`.
+
+    Args:
+        also: more services on the same channel, as ``(service descriptor, servicer, messages
+            module, raw_responses)`` (the master of a task server: a client on this host then calls
+            RunStep without gRPC). Method names must differ from the worker service's.
 
     Returns:
         The started `LocalChannelServer` (stop it with the gRPC server), or None where the channel
@@ -83,6 +88,12 @@ def serve_locally(servicer, name: str = "worker"):
     handlers = local_server.servicer_handlers(servicer, worker_pb2.DESCRIPTOR.services_by_name["WorkerService"],
                                                worker_pb2, RAW_RESPONSES if servicer.raw_responses else (),
                                                split_requests=True)
+    for service, other, messages, raw in also:
+        more = local_server.servicer_handlers(other, service, messages, raw, split_requests=True)
+        if more.keys() & handlers.keys():
+            raise ValueError(f"{service.full_name} repeats methods of the worker service: "
+                             f"{sorted(more.keys() & handlers.keys())}")
+        handlers.update(more)
     try:
         server = local_server.LocalChannelServer(handlers, name)
     except OSError as e:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import threading
 
 from kernflow.client import local_master
+from kernflow.client.protobuf import master_pb2
 from kernflow.client.worker_client import GrpcWorkerClient
 from kernflow.core.framework import device_spec
 from kernflow.core.train.server_lib import ClusterSpec
 from kernflow.master.local import LocalMasterClient
 from kernflow.master.master import Master
 from kernflow.master.server import MasterServer
+from kernflow.master.servicer import RAW_RESPONSES as MASTER_RAW_RESPONSES
 from kernflow.worker.servicer import WorkerServicer, add_to_server, serve_locally
 from kernflow.worker.worker import Worker
 
@@ -99,7 +101,11 @@ class GrpcTaskServer:
         its master in process (`kernflow.client.local_master`)."""
         self._server.start()
         if self._local_channel is None:
-            self._local_channel = serve_locally(self._servicer, self._task_name.replace("/", "_").strip("_"))
+            # (its master too: a client process on this host calls RunStep over the socket)
+            master_service = (master_pb2.DESCRIPTOR.services_by_name["MasterService"], self._server.servicer,
+                              master_pb2, MASTER_RAW_RESPONSES if self._server.servicer.raw_responses else ())
+            self._local_channel = serve_locally(self._servicer, self._task_name.replace("/", "_").strip("_"),
+                                                also=[master_service])
         if self._local is None:
             self._local = LocalMasterClient(self._master, self._address())
             local_master.register(self._address(), self._local)
