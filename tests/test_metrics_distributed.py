@@ -84,11 +84,11 @@ def test_failed_rpc_durations_carry_the_status_code(grpc_cluster):
     from kernflow.client.protobuf import worker_pb2
     client = GrpcWorkerClient(workers[0].address, "w0")
     with MetricsRecorder() as rec:
-        with pytest.raises(errors.NotFoundError):
+        with pytest.raises(errors.AbortedError):   # (an unknown graph handle, as in TF)
             client.run_graph(worker_pb2.RunGraphRequest(graph_handle="nope", step_id=1))
-        not_found = {**_rpc("RunGraph"), "rpc.grpc.status_code": 5}
-        assert rec.value("kernflow.rpc.client.duration", not_found) == 1
-        assert rec.wait_value("kernflow.rpc.server.duration", not_found) == 1
+        aborted = {**_rpc("RunGraph"), "rpc.grpc.status_code": 10}
+        assert rec.value("kernflow.rpc.client.duration", aborted) == 1
+        assert rec.wait_value("kernflow.rpc.server.duration", aborted) == 1
 
 
 def test_get_status_reports_graph_runs_and_the_last_error(grpc_cluster):

@@ -168,7 +168,10 @@ def test_reregisters_and_relists_after_etcd_restarts_empty(cleanup):
             view = discovery.list_cluster(ep, "r", timeout_s=1.0)
         except errors.UnavailableError:
             view = None
-        if view and view["master"] and view["workers"] and table.listings >= 2 and table.watching:
+        # (the table may list the new etcd before the worker registers again: it then learns of
+        # the worker through its watch, a moment after `list_cluster` sees it)
+        if view and view["master"] and view["workers"] and table.listings >= 2 and table.watching \
+                and table.address("/job:worker/task:0") == "127.0.0.1:3001":
             break
         time.sleep(0.1)
     assert view["master"]["address"] == "127.0.0.1:3000"
