@@ -65,7 +65,7 @@ from kernflow.core.framework import errors
 from kernflow.core.runtime import transport as _transport
 from kernflow.core.runtime.env import EnvVar
 
-__all__ = ["LocalChannel", "LocalStreamCall", "channel_for", "enabled", "socket_dir", "forget", "note_status",
+__all__ = ["LocalChannel", "LocalStreamCall", "channel_for", "route", "enabled", "socket_dir", "forget", "note_status",
            "LOCAL_CHANNEL_ENV", "FAILED_TTL_S", "MAX_BODY_BYTES"]
 
 _log = logging.getLogger(__name__)
@@ -461,6 +461,17 @@ def channel_for(address: str, get_status=None) -> LocalChannel | None:
     if get_status is None:
         return None
     return _negotiate(address, lambda: get_status(worker_pb2.GetStatusRequest(), NEGOTIATION_TIMEOUT_S))
+
+
+def route(address: str, request, get_status=None):
+    """(the open channel to `address`, `request` serialized) when the call goes over the same-host
+    channel, else None: no channel (see `channel_for`, whose `get_status` this passes on), or a
+    request over one frame's limit (gRPC then)."""
+    local = channel_for(address, get_status)
+    if local is None:
+        return None
+    body = request.SerializeToString()
+    return (local, body) if len(body) <= MAX_BODY_BYTES else None
 
 
 def note_status(address: str, status: worker_pb2.GetStatusResponse) -> None:

@@ -80,12 +80,10 @@ class GrpcMasterClient:
         if timeout is None and request.options.timeout_in_ms > 0:
             timeout = request.options.timeout_in_ms / 1000.0 + RUN_GRACE_S
         what = self._run_step_what
-        local = local_channel.channel_for(self.address, self._worker_status)
+        local = local_channel.route(self.address, request, self._worker_status)
         if local is not None:   # a task server on this host: over its socket, not gRPC
-            body = serialize(request)
-            if len(body) <= local_channel.MAX_BODY_BYTES:
-                return _RUN_STEP_RESPONSE(local.unary("RunStep", body, timeout, what,
-                                                      channels.outgoing_metadata()))
+            return _RUN_STEP_RESPONSE(local[0].unary("RunStep", local[1], timeout, what,
+                                                     channels.outgoing_metadata()))
         return invoke(channels.get_stub(self.address, _RawStreamStub), "RunStep", request, timeout,
                       what, channels.outgoing_metadata())
 

@@ -69,12 +69,8 @@ class GrpcWorkerClient:
 
     def _over_local(self, request, negotiate: bool):
         """(the same-host channel, the serialized request) when the call goes that way, else None
-        (no channel to this worker, or a request over one frame's limit: gRPC)."""
-        local = local_channel.channel_for(self.address, self._grpc_status if negotiate else None)
-        if local is None:
-            return None
-        body = request.SerializeToString()
-        return (local, body) if len(body) <= local_channel.MAX_BODY_BYTES else None
+        (`local_channel.route`)."""
+        return local_channel.route(self.address, request, self._grpc_status if negotiate else None)
 
     def _call(self, method: str, request, timeout, negotiate: bool = False):
         local = self._over_local(request, negotiate)
