@@ -1,9 +1,10 @@
 """Bytes on the wire for a sharded embedding: they grow with the rows looked up, not the vocabulary.
 
 A 1 worker + 2 ps cluster of `kf.train.Server`s in this process trains a partitioned embedding
-(looked up by unique ids, plain SGD: sparse updates on the ps that owns each shard). Every task's
-RecvTensor counts what it served (GetStatus: `recv_tensor_bytes_served`), which is every tensor
-that crossed between tasks: the looked-up rows (ps -> worker) and their gradients (worker -> ps).
+(looked up by unique ids, plain SGD: sparse updates on the ps that owns each shard). Every task
+counts the values pushed to it and what its RecvTensor served (GetStatus: `pushed_bytes_received`,
+`recv_tensor_bytes_served`), which is every tensor that crossed between tasks: the looked-up rows
+(ps -> worker) and their gradients (worker -> ps).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def cluster():
 
 
 def _served(clients) -> int:
-    return sum(c.get_status().recv_tensor_bytes_served for c in clients)
+    return sum(st.recv_tensor_bytes_served + st.pushed_bytes_received
+               for st in (c.get_status() for c in clients))
 
 
 def _bytes_per_step(cluster, vocab, k, scope, steps=4):

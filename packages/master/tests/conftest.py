@@ -16,7 +16,7 @@ from kernflow.master.master import Master
 from kernflow.worker.worker import Worker
 
 _METHODS = ("get_status", "register_graph", "deregister_graph", "run_graph", "recv_tensor",
-            "cleanup_graph", "abort_step", "cleanup_all")
+            "push_tensors", "cleanup_graph", "abort_step", "cleanup_all")
 
 
 class SpyWorker:
@@ -31,6 +31,15 @@ class SpyWorker:
         self.requests: dict[str, list] = collections.defaultdict(list)
         self.hooks: dict = {}
         self.lock = threading.Lock()
+
+    def deliver_pushed(self, step_id, key, value, is_dead):
+        """A value another worker of this process pushes here (counted as "push_tensors")."""
+        with self.lock:
+            self.calls["push_tensors"] += 1
+        hook = self.hooks.get("push_tensors")
+        if hook is not None:
+            hook(None)
+        return self.inner.deliver_pushed(step_id, key, value, is_dead)
 
     def __getattr__(self, name):
         if name not in _METHODS:

@@ -56,11 +56,11 @@ def test_values_sent_before_and_after_the_call_arrive_marked_and_whole(worker, m
     big = np.arange(600_000, dtype=np.float32)                 # 2.4 MB: three chunks
     keys = [_key(s, "a:0"), _key(s, "b:0"), _key(s, "c:0")]
     rdv = s.worker._step(31)
-    rdv.send(keys[0], np.float64(2.5))                          # before the call
+    rdv.keep_for_pull(keys[0], np.float64(2.5))                          # before the call
     call = c.recv_tensor_raw(worker_pb2.RecvTensorRequest(step_id=31, rendezvous_key=keys[0],
                                                           more_rendezvous_keys=keys[1:]), timeout=10)
-    threading.Timer(0.1, lambda: rdv.send(keys[2], np.array([b"x", b"yz"], dtype=object))).start()
-    threading.Timer(0.2, lambda: rdv.send(keys[1], big)).start()
+    threading.Timer(0.1, lambda: rdv.keep_for_pull(keys[2], np.array([b"x", b"yz"], dtype=object))).start()
+    threading.Timer(0.2, lambda: rdv.keep_for_pull(keys[1], big)).start()
     got = _values(call, 3)
     assert got[0] == 2.5
     np.testing.assert_array_equal(got[1], big)
@@ -113,7 +113,7 @@ def test_a_caller_that_cancels_withdraws_its_waiters(worker):
     while _waiting(s, 33) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _waiting(s, 33) == 0
-    rdv.send(key, np.ones(3))                                   # kept for a later receiver
+    rdv.keep_for_pull(key, np.ones(3))                                   # kept for a later receiver
     again = list(c.recv_tensor_raw(worker_pb2.RecvTensorRequest(step_id=33, rendezvous_key=key), timeout=10))
     np.testing.assert_array_equal(codec.assemble_recv_chunks(codec.split_content(b, R) for b in again)[0],
                                   np.ones(3))

@@ -83,7 +83,7 @@ def test_an_early_recv_tensor_gets_its_value_and_a_timed_out_one_leaves_nothing(
     while 11 not in worker._table.unclaimed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert 11 in worker._table.unclaimed
-    worker._step(11).send(key, np.float32(2.5))   # what the step's _Send does once RunGraph runs
+    worker._step(11).keep_for_pull(key, np.float32(2.5))   # what the step's _Send does once RunGraph runs
     th.join(5)
     assert got and got[0][0] == 2.5
     assert 11 not in worker._table.unclaimed

@@ -50,9 +50,10 @@ def _pull(producer, consumer, value, name="t:0"):
     step = next(_step_ids)
     src, dst = producer.devices[0], consumer.devices[0]
     key = create_key(src.name, src.incarnation, dst.name, name)
-    producer._step(step).send(key, value)
+    producer._step(step).keep_for_pull(key, value)
     got, done = [], threading.Event()
     consumer._step(step).recv_async(key, lambda v, dead, err: (got.append((v, err)), done.set()))
+    consumer._step(step).pull_announced([(key, src.name)])   # (what the producer's announcement does)
     assert done.wait(30), "the pull did not finish"
     return got[0]
 
@@ -156,7 +157,7 @@ def test_a_segment_being_served_is_removed_when_its_step_or_worker_ends(servers,
     step = next(_step_ids)
     src, dst = s1.worker.devices[0], s0.worker.devices[0]
     key = create_key(src.name, src.incarnation, dst.name, "t:0")
-    s1.worker._step(step).send(key, np.ones(1 << 20, np.float32))
+    s1.worker._step(step).keep_for_pull(key, np.ones(1 << 20, np.float32))
     name = "kernflow-shm-" + "ef" * 16
     req = worker_pb2.RecvTensorRequest(step_id=step, rendezvous_key=key, transport="shm",
                                        transport_request=worker_pb2.ShmRecvRequest(segment=name)

@@ -131,7 +131,7 @@ def test_recv_tensor_streams_64mib_in_chunks(cluster):
     w0, w1 = cluster
     arr = np.arange(16 << 20, dtype=np.float32)   # 64 MiB
     key = create_key(CPU1, w1.devices[0].incarnation, CPU0, "big:0")
-    w1._step(7).send(key, arr)
+    w1._step(7).keep_for_pull(key, arr)
     chunks = list(w1.recv_tensor(worker_pb2.RecvTensorRequest(step_id=7, rendezvous_key=key)))
     assert len(chunks) == (64 << 20) // codec.CHUNK_BYTES
     assert all(len(c.content) <= codec.CHUNK_BYTES for c in chunks)
@@ -140,10 +140,11 @@ def test_recv_tensor_streams_64mib_in_chunks(cluster):
     np.testing.assert_array_equal(out, arr)
     # The same tensor pulled by task 0's rendezvous (the path a _Recv takes).
     key2 = create_key(CPU1, w1.devices[0].incarnation, CPU0, "big2:0")
-    w1._step(8).send(key2, arr)
+    w1._step(8).keep_for_pull(key2, arr)
     got = []
     done = threading.Event()
     w0._step(8).recv_async(key2, lambda v, d, e: (got.append((v, d, e)), done.set()))
+    w0._step(8).pull_announced([(key2, CPU1)])   # (what w1's announcement of a large value does)
     assert done.wait(20)
     assert got[0][2] is None
     np.testing.assert_array_equal(got[0][0], arr)
@@ -280,7 +281,7 @@ def test_recv_tensor_deadline_and_cleaned_up_step(cluster):
     with pytest.raises(errors.AbortedError, match="cleaned up"):
         list(w1.recv_tensor(worker_pb2.RecvTensorRequest(step_id=5, rendezvous_key=key)))
     # A value sent before the RecvTensor arrives is delivered at once.
-    w1._step(6).send(key, np.float32(4.0))
+    w1._step(6).keep_for_pull(key, np.float32(4.0))
     out, _ = codec.assemble_recv_chunks(w1.recv_tensor(worker_pb2.RecvTensorRequest(step_id=6, rendezvous_key=key)))
     assert out == 4.0
 
@@ -411,7 +412,7 @@ def test_one_recv_tensor_call_streams_several_keys_as_each_is_sent(cluster):
     step = 21
     rdv = w1._step(step)
     big = np.arange(3 << 18, dtype=np.float32)           # 3 MiB: several chunks
-    rdv.send(keys[2], big)
+    rdv.keep_for_pull(keys[2], big)
     got, first_seen = [], threading.Event()
 
     def consume():
@@ -422,16 +423,16 @@ def test_one_recv_tensor_call_streams_several_keys_as_each_is_sent(cluster):
     t.start()
     assert first_seen.wait(10), "the value already sent was not delivered before the others"
     assert [g[0] for g in got] == [2]
-    rdv.send(keys[0], np.array([b"a", b"bc"], dtype=object))
-    rdv.send(keys[3], None, is_dead=True)
-    rdv.send(keys[1], np.float64(2.5))
+    rdv.keep_for_pull(keys[0], np.array([b"a", b"bc"], dtype=object))
+    rdv.keep_for_pull(keys[3], None, is_dead=True)
+    rdv.keep_for_pull(keys[1], np.float64(2.5))
     t.join(10)
     assert not t.is_alive()
     by_key = {i: (v, d) for i, v, d in got}
     np.testing.assert_array_equal(by_key[2][0], big)
     assert by_key[0][0].tolist() == [b"a", b"bc"] and by_key[1][0] == 2.5
     assert by_key[3] == (None, True)
-    # The consumer's rendezvous pulls a step's root Recvs of one producer in one such call.
+    # The consumer's rendezvous pulls the values one producer announced together in one such call.
     step2 = 22
     r1 = w1._step(step2)
     r0 = w0._step(step2)
@@ -439,9 +440,9 @@ def test_one_recv_tensor_call_streams_several_keys_as_each_is_sent(cluster):
     raw = w1.recv_tensor_raw
     w1.recv_tensor_raw = lambda req, *a, **kw: (calls.append(len(req.more_rendezvous_keys) + 1),
                                                 raw(req, *a, **kw))[1]
-    r0.prefetch([(k, CPU1) for k in keys])
+    r0.pull_announced([(k, CPU1) for k in keys])
     for i, k in enumerate(keys):
-        r1.send(k, np.full(2, i, np.float32))
+        r1.keep_for_pull(k, np.full(2, i, np.float32))
     vals = []
     for k in keys:
         done = threading.Event()
@@ -455,7 +456,7 @@ def test_several_keys_time_out_and_name_the_missing_one(cluster):
     from kernflow.client.grpc_transport import GrpcTransport
     w0, w1 = cluster
     keys = [create_key(CPU1, w1.devices[0].incarnation, CPU0, f"u{i}:0") for i in range(2)]
-    w1._step(23).send(keys[0], np.ones(1, np.float32))
+    w1._step(23).keep_for_pull(keys[0], np.ones(1, np.float32))
     seen = []
     with pytest.raises(errors.DeadlineExceededError, match="u1:0"):
         for i, value, dead in GrpcTransport().recv_many(w1, 23, keys, timeout=0.3):

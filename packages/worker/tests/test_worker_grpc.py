@@ -95,7 +95,7 @@ def test_large_tensor_streams_over_grpc(servers):
     (s0, s1), clients = servers
     arr = np.random.default_rng(0).standard_normal(16 << 20).astype(np.float32)  # 64 MiB
     key = create_key(CPU1, s1.worker.devices[0].incarnation, CPU0, "big:0")
-    s1.worker._step(11).send(key, arr)
+    s1.worker._step(11).keep_for_pull(key, arr)
     chunks = list(clients[T1].recv_tensor(worker_pb2.RecvTensorRequest(step_id=11, rendezvous_key=key),
                                           timeout=30))
     assert len(chunks) == (64 << 20) // codec.CHUNK_BYTES
@@ -103,9 +103,10 @@ def test_large_tensor_streams_over_grpc(servers):
     np.testing.assert_array_equal(out, arr)
     # And pulled by task 0's rendezvous through task 0's resolver (a _Recv's path).
     key2 = create_key(CPU1, s1.worker.devices[0].incarnation, CPU0, "big2:0")
-    s1.worker._step(12).send(key2, arr)
+    s1.worker._step(12).keep_for_pull(key2, arr)
     got, done = [], threading.Event()
     s0.worker._step(12).recv_async(key2, lambda v, d, e: (got.append((v, e)), done.set()))
+    s0.worker._step(12).pull_announced([(key2, CPU1)])   # (what task 1's announcement does)
     assert done.wait(30) and got[0][1] is None
     np.testing.assert_array_equal(got[0][0], arr)
 
@@ -387,7 +388,7 @@ def test_recv_tensor_serves_with_either_registration(registration):
         client = GrpcWorkerClient(f"127.0.0.1:{port}", T1)
         arr = np.arange(3 << 18, dtype=np.float32)
         key = create_key(CPU1, worker.devices[0].incarnation, CPU0, "v:0")
-        worker._step(5).send(key, arr)
+        worker._step(5).keep_for_pull(key, arr)
         out, _ = codec.assemble_recv_chunks(client.recv_tensor(
             worker_pb2.RecvTensorRequest(step_id=5, rendezvous_key=key), timeout=10))
         np.testing.assert_array_equal(out, arr)

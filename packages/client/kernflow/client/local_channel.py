@@ -36,7 +36,8 @@ others on a thread pool. A streaming method whose servicer also has a push form 
 `Timers` thread. A caller's deadline passes to the handler (`time_remaining`); when it expires, or
 the caller cancels, the caller sends CANCEL and the handler's cancellation callbacks run
 (`add_callback`, as gRPC runs them when a caller goes away); a closed connection cancels all its
-calls. Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
+calls. A REQUEST marked `oneway` (PushTensors) gets no answer at all: the caller registers
+no call, and the server sends no END. Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
 """
 
 from __future__ import annotations
@@ -317,6 +318,25 @@ class LocalChannel:
         call = _AsyncUnary(parse, on_done, what, attrs)
         call_id = self._start(call, method, request, timeout, metadata)
         return lambda: self.cancel(call_id)
+
+    def oneway(self, method: str, request: bytes, metadata=None) -> None:
+        """Sends a request that gets no answer (PushTensors): it is sent when this returns; what the
+        server does with it is not reported (its errors are logged there).
+
+        Raises:
+            UnavailableError: the channel is closed or broke while sending.
+        """
+        if not self.alive:
+            raise errors.UnavailableError(None, None, f"the same-host channel {self.path} is closed")
+        header = _F(kind=_REQUEST, method=method, oneway=True)
+        if metadata:
+            header.metadata.update(metadata)
+        if _metrics_on():
+            _count("client", "sent", len(request), _client_attrs(method))
+        try:
+            _send_frame(self._sock, self._send_lock, header.SerializeToString(), request)
+        except OSError as e:
+            raise errors.UnavailableError(None, None, f"the same-host channel {self.path} broke: {e}") from None
 
     def stream(self, method: str, request: bytes, timeout, what: str, metadata=None) -> "LocalStreamCall":
         """Starts response-streaming `method`; returns the iterator of its serialized responses."""

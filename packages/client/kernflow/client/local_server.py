@@ -273,6 +273,9 @@ class _ServerConnection:
             self._end(ctx, grpc.StatusCode.UNIMPLEMENTED.value[0], f"Method not found: {header.method}",
                       force=True)
             return
+        if header.oneway:   # no answer: never in `_calls`, so `_end` sends nothing
+            self._oneway(handler, ctx, body)
+            return
         self._calls[ctx.call_id] = ctx
         if handler.push is not None and self._push(handler, ctx, body):
             return
@@ -284,6 +287,17 @@ class _ServerConnection:
             except RuntimeError:   # the server is stopping
                 self._calls.pop(ctx.call_id, None)
                 self._end(ctx, grpc.StatusCode.UNAVAILABLE.value[0], "the server is shutting down", force=True)
+
+    def _oneway(self, handler: _Handler, ctx: _Context, body) -> None:
+        """Runs a request that wants no answer (on the pool, or here when inline); its failure is
+        logged, since nobody waits for it."""
+        if handler.inline:
+            self._run(handler, ctx, body, True)
+            return
+        try:
+            self._server._pool.submit(self._run, handler, ctx, body, True)
+        except RuntimeError:   # the server is stopping
+            pass
 
     def _push(self, handler: _Handler, ctx: _Context, body) -> bool:
         """Starts `handler.push` on this (the reader) thread; False when it declined the call."""
@@ -318,7 +332,7 @@ class _ServerConnection:
             finish(e)
         return True
 
-    def _run(self, handler: _Handler, ctx: _Context, body) -> None:
+    def _run(self, handler: _Handler, ctx: _Context, body, oneway: bool = False) -> None:
         metered = _metrics_on()
         if metered:
             start = time.perf_counter()
@@ -354,12 +368,18 @@ class _ServerConnection:
                 self._end(ctx, _OK, body=resp)
         except _Aborted:
             code = ctx._code.value[0]
+            if oneway:
+                _log.warning("same-host channel %s: one-way %s failed: %s", self._server.path,
+                             handler.attrs.get("rpc.method", "?"), ctx._details)
             self._end(ctx, code, ctx._details, handler_error=any(k == HANDLER_KEY for k, _ in ctx._trailing))
         except OSError:
             code = grpc.StatusCode.UNAVAILABLE.value[0]   # the connection broke: the reader cancels the rest
         except BaseException as e:  # noqa: BLE001 - a handler without `rpc_method`: reported as gRPC would
             status, details = status_for_exception(e)
             code = status.value[0]
+            if oneway:
+                _log.warning("same-host channel %s: one-way %s failed: %s", self._server.path,
+                             handler.attrs.get("rpc.method", "?"), details)
             self._end(ctx, code, details)
             if not isinstance(e, Exception):
                 raise

@@ -11,9 +11,19 @@ from __future__ import annotations
 
 from kernflow.core.framework import errors
 
-__all__ = ["PROTOCOL_VERSION", "check_peer"]
+__all__ = ["CLIENT_DEVICE", "DERIVED", "PROTOCOL_VERSION", "check_peer"]
 
-PROTOCOL_VERSION = 1
+# Version 2: values cross tasks by push (PushTensors), not by the receiver's RecvTensor.
+PROTOCOL_VERSION = 2
+
+# The receiving end of the fetches a master (or its client) pulls from the task that made them
+# (RunStepStream, RunStepPull): a device of no task, so a `_Send` to it keeps its value for
+# RecvTensor instead of pushing it anywhere.
+CLIENT_DEVICE = "/job:kernflow_master/replica:0/task:0/device:CPU:0"
+
+# Starts the message of an error a task got from another task whose part of the step failed (TF's
+# marker of a derived status): the master reports the root error, not such copies of it.
+DERIVED = "[_Derived_]"
 
 
 def check_peer(peer_version: int, peer: str) -> None:

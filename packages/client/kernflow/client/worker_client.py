@@ -173,6 +173,41 @@ class GrpcWorkerClient:
         return graph_stream.run_graph(self.address, request, _run_timeout(request, timeout, 24 * 3600.0),
                                       lambda: self._what("RunGraph"))
 
+    def push_tensors(self, request: worker_pb2.PushTensorsRequest, timeout: float | None = None,
+                     on_error=None):
+        """Sends a producer's values for the worker's _Recvs (`kernflow.worker.rendezvous`).
+
+        With `on_error`, nothing waits for the worker: over the same-host channel the request goes
+        one-way (sent when this returns: None is returned); over gRPC the call runs in the
+        background, a failure is passed to ``on_error(error)`` (on a gRPC thread), and the call is
+        returned (its ``wait(timeout)`` raises the call's error as a TF error class). Without it,
+        the call is a plain unary one.
+
+        Raises:
+            UnavailableError (and the other TF error classes of a failed call): what fails before
+            anything is sent, or, without `on_error`, the call's error.
+        """
+        local = self._over_local(request, negotiate=True)
+        if on_error is None:
+            if local is not None:
+                return worker_pb2.PushTensorsResponse.FromString(local[0].unary(
+                    "PushTensors", local[1], self._timeout(timeout), lambda: self._what("PushTensors"),
+                    channels.outgoing_metadata()))
+            return invoke(self._stub, "PushTensors", request, self._timeout(timeout),
+                          lambda: self._what("PushTensors"), channels.outgoing_metadata())
+        if local is not None:
+            local[0].oneway("PushTensors", local[1], channels.outgoing_metadata())
+            return None
+        try:
+            future = self._stub.PushTensors.future(request, timeout=self._timeout(timeout),
+                                                   metadata=channels.outgoing_metadata())
+        except ValueError as e:  # closed channel
+            raise errors.UnavailableError(None, None, f"{self._what('PushTensors')} is unavailable: {e}") from None
+
+        call = _PendingPush(future, self._what("PushTensors"))
+        future.add_done_callback(lambda f: call.failed(on_error))
+        return call
+
     def recv_tensor(self, request: worker_pb2.RecvTensorRequest,
                     timeout: float | None = None) -> Iterator[worker_pb2.RecvTensorResponse]:
         """Streams the chunks of a tensor a _Send on this worker produced.
@@ -214,6 +249,41 @@ class GrpcWorkerClient:
 
     def close(self) -> None:
         """Nothing to release: the channel is shared per address (see `channels.close_all`)."""
+
+
+class _PendingPush:
+    """A PushTensors call over gRPC that nothing waits for yet (`GrpcWorkerClient.push_tensors`)."""
+
+    def __init__(self, future, what: str):
+        self._future, self._what = future, what
+
+    def _error(self):
+        err = self._future.exception()
+        if err is None:
+            return None
+        return error_from_rpc(err, self._what) if isinstance(err, grpc.RpcError) else err
+
+    def failed(self, on_error) -> None:
+        err = self._error()
+        if err is not None:
+            on_error(err)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Returns once the worker took the values.
+
+        Raises:
+            The call's error as a TF error class; DeadlineExceededError after `timeout` seconds.
+        """
+        try:
+            self._future.result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise errors.DeadlineExceededError(None, None, f"{self._what} did not finish within "
+                                               f"{timeout:g} s") from None
+        except Exception:  # noqa: BLE001 - the call's error, as a TF error class
+            err = self._error()
+            if err is None:
+                raise
+            raise err from None
 
 
 def _run_timeout(request: worker_pb2.RunGraphRequest, timeout: float | None, default):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from kernflow.client.protocol import DERIVED
 from kernflow.core.framework import device_spec
 from kernflow.core.framework import errors
 
@@ -44,12 +45,13 @@ def name_task(err: errors.OpError, task: str | None) -> errors.OpError:
 def secondary(err: errors.OpError) -> int:
     """Ranks a step's failures so the root cause comes first.
 
-    0: a failure of the task's own work; 1: one that reached the task through a `_Recv` (another
-    task's error, passed on by the rendezvous); 2: a consequence of the master's AbortStep.
+    0: a failure of the task's own work; 1: one that reached the task from another task (through
+    a `_Recv`, or told by the failed task: `protocol.DERIVED`); 2: a consequence of the master's
+    AbortStep.
     """
     if isinstance(err, (errors.AbortedError, errors.CancelledError)):
         return 2
-    return 1 if "(_Recv)]]" in err.message else 0
+    return 1 if "(_Recv)]]" in err.message or DERIVED in err.message else 0
 
 
 def blame_unreachable(graph_def, session):

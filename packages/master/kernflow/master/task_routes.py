@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from kernflow.client.protocol import CLIENT_DEVICE
 from kernflow.core.runtime.rendezvous import create_key
 
 __all__ = ["CLIENT_DEVICE", "Routes", "read_routes"]
-
-# The receiving end of fetches the master pulls (a device of no task of the cluster).
-CLIENT_DEVICE = "/job:kernflow_master/replica:0/task:0/device:CPU:0"
 
 
 @dataclasses.dataclass

@@ -21,7 +21,7 @@ from kernflow.client import codec
 from kernflow.client import transports as _transports
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import errors
-from kernflow.worker.rendezvous import device_type_of, parse_key
+from kernflow.worker.rendezvous import device_type_of, on_host, parse_key
 
 __all__ = ["RecvTensorService"]
 
@@ -103,7 +103,7 @@ class RecvTensorService:
         if err is not None:
             raise err
         self._retire_if_done(req.step_id, rdv)
-        value = _on_host(end, value, is_dead)
+        value = on_host(end, value, is_dead)
         if req.transport:   # the transport the caller chose answers, or declines (then in-band)
             answer = _transports.serve(req, value, is_dead, rdv.cancellation)
             if answer is not None:
@@ -236,7 +236,7 @@ class RecvTensorService:
                 pending.discard(i)
                 if err is not None:
                     raise err
-                value = _on_host(ends[i], value, is_dead)
+                value = on_host(ends[i], value, is_dead)
                 marker = _key_number_field(i + 1)
                 # (strings in string_val: the receiver counts each value's elements, `split_values`)
                 for n, chunk in enumerate(codec.encode_recv_chunks(value, is_dead)):
@@ -246,15 +246,6 @@ class RecvTensorService:
                 withdraw(lambda k: errors.CancelledError(None, None, f"RecvTensor({k!r}) ended"))
             self._recv_left(req.step_id, rdv)
         self._retire_if_done(req.step_id, rdv)
-
-
-def _on_host(end, value, is_dead):
-    """`value` in host memory: a value the sender left in its device's memory (its receiver is of
-    the same device type) is copied out; others are already on the host."""
-    send_dev, recv_type = end
-    if not is_dead and send_dev.device_type != "CPU" and recv_type == send_dev.device_type:
-        return send_dev.to_host(value)
-    return value
 
 
 class _PushedRecv:
@@ -290,7 +281,7 @@ class _PushedRecv:
         if err is not None:
             self._end(err)
             return
-        value = _on_host(self._ends[i], value, is_dead)
+        value = on_host(self._ends[i], value, is_dead)
         marker = _key_number_field(i + 1) if self._many else b""
         with self._lock:
             if self._ended:

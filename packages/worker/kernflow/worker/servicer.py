@@ -249,6 +249,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return started
 
     @rpc_method
+    def PushTensors(self, request, context):
+        with channels.attach_incoming_context(context):
+            return self._worker.push_tensors(request)
+
+    @rpc_method
     def CleanupGraph(self, request, context):
         return self._worker.cleanup_graph(request)
 

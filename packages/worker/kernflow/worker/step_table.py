@@ -7,11 +7,11 @@ random, and any caller can send any id. What the table keeps:
   step got it here (`rdv.claimed`); only then can it hold values, pulls or a deadline. Claimed
   rendezvous end with the step (CleanupGraph, `Worker._retire_if_done`, a self-contained graph's
   RunGraph) or, left behind by a master that never cleaned up, after `ttl_s` of idleness.
-* ``unclaimed``: the rendezvous RecvTensor calls created for steps whose RunGraph has not arrived
-  yet (oldest first; each also in ``steps``). Such a rendezvous holds nothing but the waiters of
-  those calls (each has a deadline): it is dropped as soon as the last of them leaves
-  (`recv_left`), and at most `max_unclaimed` exist, the oldest evicted with AbortedError to its
-  waiters.
+* ``unclaimed``: the rendezvous RecvTensor calls or pushes (PushTensors) created for steps whose
+  RunGraph has not arrived yet (oldest first; each also in ``steps``). Such a rendezvous holds the
+  waiters of those calls (each has a deadline) and the values pushed to it: it is dropped as soon
+  as the last waiter leaves and no value is left (`recv_left`), at the TTL sweep, or, at most
+  `max_unclaimed` existing, when it is the oldest (AbortedError to its waiters).
 * ``aborted``: tombstones ``step id -> (code, message)`` of steps aborted before any state of
   theirs existed here (AbortStep of an unknown id creates no rendezvous), at most
   `max_tombstones`, oldest forgotten first; RunGraph and RecvTensor of such a step fail at once
@@ -92,6 +92,36 @@ class StepTable:
             elif not rdv.claimed:
                 rdv.claimed = True
                 self.unclaimed.pop(step_id, None)
+            rdv.last_used = now
+        for r, err in dropped:
+            r.abort(err)
+        return rdv
+
+    def get_for_push(self, step_id: int) -> WorkerRendezvous | None:
+        """The step's rendezvous for a value another task pushed to it; None when the step already
+        ended here (aborted or cleaned up: the value is dropped).
+
+        A push may come before the step's RunGraph: its rendezvous is then made *unclaimed* (counted
+        against `max_unclaimed`, swept after `ttl_s` if no RunGraph ever claims it) and holds the
+        value until the RunGraph's _Recv takes it.
+
+        Raises:
+            UnavailableError: the worker is shut down.
+        """
+        now = time.monotonic()
+        dropped = []
+        with self.lock:
+            if self.closed:
+                raise errors.UnavailableError(None, None, f"worker {self._owner.task_name} is shut down")
+            rdv = self.steps.get(step_id)
+            if rdv is None:
+                if step_id in self.aborted or step_id in self.cleaned:
+                    return None
+                rdv = self.steps[step_id] = WorkerRendezvous(step_id, self._owner)
+                self.unclaimed[step_id] = rdv
+                if len(self.unclaimed) > self.max_unclaimed:
+                    dropped.append(self._evict_oldest_unclaimed())
+                dropped.extend(self._sweep(now))
             rdv.last_used = now
         for r, err in dropped:
             r.abort(err)

@@ -41,6 +41,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import itertools
+import logging
 import os
 import secrets
 import threading
@@ -52,7 +53,7 @@ from opentelemetry import trace as _otel
 from kernflow.client import channels
 from kernflow.client import codec
 from kernflow.client import transports as _transports
-from kernflow.client.protocol import PROTOCOL_VERSION
+from kernflow.client.protocol import DERIVED, PROTOCOL_VERSION
 from kernflow.client.tensor_requests import SplitMessage, split_contents, with_tensors
 from kernflow.client.protobuf import worker_pb2
 from kernflow.core.framework import device_spec
@@ -64,11 +65,10 @@ from kernflow.core.protobuf import graph_pb2
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
 from kernflow.core.runtime.partition_runner import Partition, PartitionRunner
-from kernflow.core.runtime.rendezvous import create_key
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 from kernflow.core.runtime.resource_mgr import is_state_buffer
 from kernflow.worker.recv_tensor import RecvTensorService
-from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of
+from kernflow.worker.rendezvous import WorkerRendezvous, device_type_of, parse_key
 from kernflow.worker.step_table import StepTable
 
 __all__ = ["Worker", "DEFAULT_RECV_TIMEOUT_S", "advertised_kernels"]
@@ -77,6 +77,8 @@ DEFAULT_RECV_TIMEOUT_S = 60.0
 # Device names `is_local_device` remembers (they come from callers' rendezvous keys).
 _LOCAL_CACHE_SIZE = 4096
 _MISSING = object()
+_log = logging.getLogger(__name__)
+_RECV_RESPONSE = worker_pb2.RecvTensorResponse
 _tracer = _otel.get_tracer("kernflow.worker")
 
 
@@ -100,12 +102,11 @@ class _Graph:
     arg_dtypes: list         # DataType enum of each _Arg, by position
     retval_names: list       # _Retval node names, by position
     self_contained: bool = False   # no _Send/_Recv: nothing outside RunGraph touches its steps
+    # The other tasks its _Sends push to: told when a step of the graph fails here.
+    receivers: list = dataclasses.field(default_factory=list)
     # The graph's one plan when it is self-contained, on a CPU, and runs inline: a step of
     # it needs no rendezvous (nothing can push to, pull from, or block in it).
     inline: _DevicePlan | None = None
-    # (rendezvous key, send device) of every _Recv with no inputs whose sender is another task: what
-    # a step of the graph will pull at once, so it is pulled before the executor gets to it.
-    prefetch: list = dataclasses.field(default_factory=list)
     # Runs a step's plans here (the partition runner DirectSession uses too); built from `plans`.
     runner: PartitionRunner | None = None
 
@@ -118,6 +119,10 @@ class _Graph:
             if dp.device.device_type == "CPU":
                 self.inline = dp
 
+
+
+def _ignore(err) -> None:
+    _log.debug("a push failed: %s", err)
 
 
 def _unknown_graph(handle: str, task: str, session_handle) -> errors.AbortedError:
@@ -188,6 +193,9 @@ class Worker(RecvTensorService):
         self._receiver_cache: dict[str, object] = {}
         self._clients: dict[str, object] = {}
         self.transports = _transports.PeerTransports()   # how pulls reach each other task
+        # Values pushed here (GetStatus reports them): bytes and tensors; updated under `_lock`.
+        self.pushed_bytes_received = 0
+        self.pushed_tensors_received = 0
         self._closed = False
 
     def __repr__(self):
@@ -268,7 +276,9 @@ class Worker(RecvTensorService):
         """Returns the task's devices, job, task index, protocol version, host id and transports
         (each with its answer to the caller's probe in `req`); with `req.list_kernels`, the digest
         of its kernels and, unless the caller holds that digest, the kernels themselves."""
-        resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task, protocol_version=PROTOCOL_VERSION)
+        resp = worker_pb2.GetStatusResponse(job=self.job, task=self.task, protocol_version=PROTOCOL_VERSION,
+                                            pushed_bytes_received=self.pushed_bytes_received,
+                                            pushed_tensors_received=self.pushed_tensors_received)
         for d in self.devices:
             resp.device_attributes.add(name=d.name, device_type=d.device_type,
                                        memory_limit=int(d.memory_limit_bytes or 0),
@@ -372,12 +382,9 @@ class Worker(RecvTensorService):
             g = _Graph(handle, session, plans, [arg_type[i] for i in distinct],
                        [nd.name for _, nd in rets],
                        not any(nd.op in ("_Send", "_Recv") for nd in gd.node),
-                       prefetch=[(create_key(nd.attr["send_device"].s.decode(),
-                                             nd.attr["send_device_incarnation"].i,
-                                             nd.attr["recv_device"].s.decode(),
-                                             nd.attr["tensor_name"].s.decode()), nd.attr["send_device"].s.decode())
-                                 for nd in gd.node if nd.op == "_Recv" and not nd.input
-                                 and not self.is_local_device(nd.attr["send_device"].s.decode())])
+                       sorted({self.task_of(nd.attr["recv_device"].s.decode()) for nd in gd.node
+                               if nd.op == "_Send"
+                               and not self.is_local_device(nd.attr["recv_device"].s.decode())}))
             with self._lock:
                 self._graphs[handle] = g
                 sess["graphs"].add(handle)
@@ -510,10 +517,14 @@ class Worker(RecvTensorService):
                     rdv.abort(errors.CancelledError(None, None, f"step {req.step_id} on "
                                                     f"{self.task_name}: RunGraph caller went away"))
             on_cancel(caller_gone)
-        if g.prefetch:
-            rdv.prefetch(g.prefetch)
         try:
             results = self._execute(g, feeds, rdv, collector, limit_s)
+            if g.receivers:
+                rdv.wait_pushes(max(0.001, rdv.deadline - time.monotonic()) if rdv.deadline is not None else None)
+        except errors.OpError as e:
+            if g.receivers:
+                self._tell_receivers(g.receivers, req.step_id, e)
+            raise
         finally:
             finished.append(True)
             with self._lock:
@@ -526,6 +537,18 @@ class Worker(RecvTensorService):
                     del self._steps[req.step_id]
         self._retire_if_done(req.step_id, rdv)
         return self._response(g, recv_key, results, collector)
+
+    def _tell_receivers(self, tasks, step_id: int, err: errors.OpError) -> None:
+        """The step failed here: the tasks waiting for values this graph would have pushed abort
+        it with the same error now (one-way; as a pull of an aborted step's value failed at once
+        before pushes), not only when the master's abort reaches them."""
+        request = worker_pb2.PushTensorsRequest(step_id=step_id, abort_code=err.error_code,
+                                                abort_message=err.message[:4000])
+        for task in tasks:
+            try:
+                self.pull_client(task).push_tensors(request, on_error=_ignore)
+            except Exception as e:  # noqa: BLE001 - best effort: the master aborts the step too
+                _log.debug("could not tell %s that step %d failed: %s", task, step_id, e)
 
     def _retire_if_done(self, step_id: int, rdv: WorkerRendezvous) -> None:
         """Drops a step's state once its RunGraph calls here have finished and every value they sent
@@ -556,6 +579,83 @@ class Worker(RecvTensorService):
         deadline = rdv.deadline if rdv.deadline is not None else time.monotonic() + limit_s
         return g.runner.run(feeds, rdv, rdv.step_id, collector, deadline, f"step {rdv.step_id} on "
                             f"{self.task_name} timed out after {limit_s * 1000:.0f} ms")
+
+    def push_tensors(self, req, timeout=None, on_error=None) -> worker_pb2.PushTensorsResponse:
+        """Takes the values another task's _Sends pushed (or announced) for _Recvs of step
+        `req.step_id` here (see `kernflow.worker.rendezvous`). Values for a step that already ended
+        here are dropped. (`on_error` is the remote clients' fire-and-forget form; in process the
+        call is synchronous and raises.)
+
+        Raises:
+            InvalidArgumentError: a malformed key or value, or a key whose receiver is not on this
+            task (before anything is delivered). InternalError: a key delivered twice.
+            UnavailableError: the worker is shut down.
+        """
+        self._check_open()
+        if _tracing():
+            with _tracer.start_as_current_span("Worker.PushTensors", kind=_otel.SpanKind.SERVER,
+                                               record_exception=True) as span:
+                span.set_attribute("kernflow.task", self.task_name)
+                span.set_attribute("kernflow.step_id", req.step_id)
+                span.set_attribute("kernflow.rendezvous_key", ",".join(t.rendezvous_key for t in req.tensors))
+                return self._push_tensors(req)
+        return self._push_tensors(req)
+
+    def _push_tensors(self, req) -> worker_pb2.PushTensorsResponse:
+        if req.abort_code:   # (a copy of another task's error: marked derived, TF's way)
+            message = req.abort_message
+            self._table.abort(req.step_id, req.abort_code,
+                              message if message.startswith(DERIVED) else DERIVED + message)
+            return worker_pb2.PushTensorsResponse()
+        items = []
+        for t in req.tensors:
+            fields = parse_key(t.rendezvous_key)
+            if not self.is_local_device(fields[2]) or self.is_local_device(fields[0]):
+                raise errors.InvalidArgumentError(
+                    None, None, f"PushTensors on {self.task_name} for {t.rendezvous_key!r}: its receiver "
+                    f"is not on this task, or its sender is")
+            if t.pull:
+                items.append((t.rendezvous_key, fields[0], None, None))
+                continue
+            try:
+                value, is_dead = codec.assemble_recv_chunks([codec.split_content(t.value, _RECV_RESPONSE)])
+            except errors.OpError as e:
+                raise errors.InvalidArgumentError(None, None, f"PushTensors on {self.task_name}: bad "
+                                                  f"value for {t.rendezvous_key!r}: {e.message}") from None
+            items.append((t.rendezvous_key, None, value, is_dead))
+        pushed = [t for t in req.tensors if not t.pull]
+        if pushed:
+            self._count_pushed(sum(len(t.value) for t in pushed), len(pushed))
+        rdv = self._table.get_for_push(req.step_id)
+        if rdv is not None:
+            announced = [(key, send_device) for key, send_device, _, _ in items if send_device is not None]
+            if announced:
+                rdv.pull_announced(announced)
+            for key, send_device, value, is_dead in items:
+                if send_device is None:
+                    self._deliver(rdv, key, value, is_dead)
+        return worker_pb2.PushTensorsResponse()
+
+    def deliver_pushed(self, step_id: int, key: str, value, is_dead: bool) -> None:
+        """`push_tensors` of one value from a worker of this process (no encoding)."""
+        self._check_open()
+        self._count_pushed(0 if is_dead else int(getattr(value, "nbytes", 0)), 1)
+        rdv = self._table.get_for_push(step_id)
+        if rdv is not None:
+            self._deliver(rdv, key, value, is_dead)
+
+    def _count_pushed(self, nbytes: int, n: int) -> None:
+        with self._lock:
+            self.pushed_bytes_received += nbytes
+            self.pushed_tensors_received += n
+
+    @staticmethod
+    def _deliver(rdv: WorkerRendezvous, key: str, value, is_dead: bool) -> None:
+        try:
+            rdv.deliver_pushed(key, value, is_dead)
+        except errors.OpError as e:
+            if rdv.error is None:   # (an aborted step's receivers already woke with its error)
+                raise e
 
     def cleanup_graph(self, req, timeout=None) -> worker_pb2.CleanupGraphResponse:
         """Drops step `req.step_id`'s rendezvous (waking anything still waiting on it)."""

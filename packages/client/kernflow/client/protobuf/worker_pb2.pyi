@@ -60,7 +60,7 @@ class TransportOffer(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[bytes] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports", "local_channel", "kernels", "kernels_digest")
+    __slots__ = ("device_attributes", "job", "task", "recv_tensor_bytes_served", "recv_tensor_calls_served", "graph_runs", "graph_runs_failed", "last_error", "last_error_time_ms", "start_time_ms", "protocol_version", "host_id", "transports", "local_channel", "kernels", "kernels_digest", "pushed_bytes_received", "pushed_tensors_received")
     DEVICE_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,8 @@ class GetStatusResponse(_message.Message):
     LOCAL_CHANNEL_FIELD_NUMBER: _ClassVar[int]
     KERNELS_FIELD_NUMBER: _ClassVar[int]
     KERNELS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    PUSHED_BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    PUSHED_TENSORS_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     device_attributes: _containers.RepeatedCompositeFieldContainer[DeviceAttributes]
     job: str
     task: int
@@ -93,7 +95,9 @@ class GetStatusResponse(_message.Message):
     local_channel: LocalChannelOffer
     kernels: _containers.RepeatedCompositeFieldContainer[KernelList]
     kernels_digest: str
-    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ..., local_channel: _Optional[_Union[LocalChannelOffer, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelList, _Mapping]]] = ..., kernels_digest: _Optional[str] = ...) -> None: ...
+    pushed_bytes_received: int
+    pushed_tensors_received: int
+    def __init__(self, device_attributes: _Optional[_Iterable[_Union[DeviceAttributes, _Mapping]]] = ..., job: _Optional[str] = ..., task: _Optional[int] = ..., recv_tensor_bytes_served: _Optional[int] = ..., recv_tensor_calls_served: _Optional[int] = ..., graph_runs: _Optional[int] = ..., graph_runs_failed: _Optional[int] = ..., last_error: _Optional[str] = ..., last_error_time_ms: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., protocol_version: _Optional[int] = ..., host_id: _Optional[str] = ..., transports: _Optional[_Iterable[_Union[TransportOffer, _Mapping]]] = ..., local_channel: _Optional[_Union[LocalChannelOffer, _Mapping]] = ..., kernels: _Optional[_Iterable[_Union[KernelList, _Mapping]]] = ..., kernels_digest: _Optional[str] = ..., pushed_bytes_received: _Optional[int] = ..., pushed_tensors_received: _Optional[int] = ...) -> None: ...
 
 class KernelList(_message.Message):
     __slots__ = ("device_type", "op_types", "constrained")
@@ -130,7 +134,7 @@ class LocalChannelOffer(_message.Message):
     def __init__(self, path: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class LocalFrame(_message.Message):
-    __slots__ = ("call_id", "kind", "method", "timeout_s", "metadata", "code", "details", "handler_error")
+    __slots__ = ("call_id", "kind", "method", "timeout_s", "metadata", "code", "details", "handler_error", "oneway")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REQUEST: _ClassVar[LocalFrame.Kind]
@@ -158,6 +162,7 @@ class LocalFrame(_message.Message):
     CODE_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
     HANDLER_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ONEWAY_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     kind: LocalFrame.Kind
     method: str
@@ -166,7 +171,8 @@ class LocalFrame(_message.Message):
     code: int
     details: str
     handler_error: bool
-    def __init__(self, call_id: _Optional[int] = ..., kind: _Optional[_Union[LocalFrame.Kind, str]] = ..., method: _Optional[str] = ..., timeout_s: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., handler_error: _Optional[bool] = ...) -> None: ...
+    oneway: bool
+    def __init__(self, call_id: _Optional[int] = ..., kind: _Optional[_Union[LocalFrame.Kind, str]] = ..., method: _Optional[str] = ..., timeout_s: _Optional[float] = ..., metadata: _Optional[_Mapping[str, str]] = ..., code: _Optional[int] = ..., details: _Optional[str] = ..., handler_error: _Optional[bool] = ..., oneway: _Optional[bool] = ...) -> None: ...
 
 class RegisterGraphRequest(_message.Message):
     __slots__ = ("session_handle", "graph_def", "config")
@@ -263,6 +269,32 @@ class RecvTensorResponse(_message.Message):
     transport_payload: bytes
     key_number: int
     def __init__(self, dtype: _Optional[_Union[_types_pb2.DataType, str]] = ..., shape: _Optional[_Union[_tensor_shape_pb2.TensorShapeProto, _Mapping]] = ..., content: _Optional[bytes] = ..., is_dead: _Optional[bool] = ..., total_bytes: _Optional[int] = ..., string_val: _Optional[_Iterable[bytes]] = ..., transport_payload: _Optional[bytes] = ..., key_number: _Optional[int] = ...) -> None: ...
+
+class PushedTensor(_message.Message):
+    __slots__ = ("rendezvous_key", "value", "pull")
+    RENDEZVOUS_KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    PULL_FIELD_NUMBER: _ClassVar[int]
+    rendezvous_key: str
+    value: bytes
+    pull: bool
+    def __init__(self, rendezvous_key: _Optional[str] = ..., value: _Optional[bytes] = ..., pull: _Optional[bool] = ...) -> None: ...
+
+class PushTensorsRequest(_message.Message):
+    __slots__ = ("step_id", "tensors", "abort_code", "abort_message")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TENSORS_FIELD_NUMBER: _ClassVar[int]
+    ABORT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ABORT_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    tensors: _containers.RepeatedCompositeFieldContainer[PushedTensor]
+    abort_code: int
+    abort_message: str
+    def __init__(self, step_id: _Optional[int] = ..., tensors: _Optional[_Iterable[_Union[PushedTensor, _Mapping]]] = ..., abort_code: _Optional[int] = ..., abort_message: _Optional[str] = ...) -> None: ...
+
+class PushTensorsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ShmOffer(_message.Message):
     __slots__ = ("probe_answer", "uid")

@@ -64,6 +64,11 @@ class WorkerServiceStub:
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorRequest.SerializeToString,
                 response_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorResponse.FromString,
                 _registered_method=True)
+        self.PushTensors = channel.unary_unary(
+                '/kernflow.client.protobuf.WorkerService/PushTensors',
+                request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsRequest.SerializeToString,
+                response_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsResponse.FromString,
+                _registered_method=True)
         self.CleanupGraph = channel.unary_unary(
                 '/kernflow.client.protobuf.WorkerService/CleanupGraph',
                 request_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.CleanupGraphRequest.SerializeToString,
@@ -123,6 +128,13 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushTensors(self, request, context):
+        """A producer's values for this task's _Recvs (the same-host channel sends it one-way).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CleanupGraph(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -173,6 +185,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.RecvTensor,
                     request_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorRequest.FromString,
                     response_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorResponse.SerializeToString,
+            ),
+            'PushTensors': grpc.unary_unary_rpc_method_handler(
+                    servicer.PushTensors,
+                    request_deserializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsRequest.FromString,
+                    response_serializer=kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsResponse.SerializeToString,
             ),
             'CleanupGraph': grpc.unary_unary_rpc_method_handler(
                     servicer.CleanupGraph,
@@ -352,6 +369,33 @@ class WorkerService:
             '/kernflow.client.protobuf.WorkerService/RecvTensor',
             kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorRequest.SerializeToString,
             kernflow_dot_client_dot_protobuf_dot_worker__pb2.RecvTensorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushTensors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernflow.client.protobuf.WorkerService/PushTensors',
+            kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsRequest.SerializeToString,
+            kernflow_dot_client_dot_protobuf_dot_worker__pb2.PushTensorsResponse.FromString,
             options,
             channel_credentials,
             insecure,

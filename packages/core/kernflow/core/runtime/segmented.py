@@ -289,11 +289,20 @@ class SegmentedExecution(Execution):
 
     def _run_segments(self, stack: list) -> None:
         functions, after = self.prog.functions, self.prog.after_segment
+        # A worker's rendezvous sends what one segment's _Sends push to another task in one message
+        # (`begin_pushes` / `end_pushes`), before the segment counts as done.
+        rdv = self.ctx.rendezvous
+        begin = getattr(rdv, "begin_pushes", None)
         while stack:
             i = stack.pop()
             if self.error is None:
+                batch = begin() if begin is not None else None
                 try:
-                    functions[i](self.vals, self.ctx, self)
+                    try:
+                        functions[i](self.vals, self.ctx, self)
+                    finally:
+                        if begin is not None:
+                            rdv.end_pushes(batch)
                 except Exception as e:  # noqa: BLE001 - the step fails with a TF error naming the node
                     self.abort(e if isinstance(e, errors.OpError) else node_error(e, None))
             stack.extend(self._complete(after[i]))
