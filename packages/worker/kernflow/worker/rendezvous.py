@@ -15,7 +15,7 @@ or a plugin's); a failed pull makes the worker choose again for the next. Either
 waits for one message from the producer, so the two ends never need to agree on anything per key,
 and a pull of a step's small values (a request, then its answers) costs one message instead of
 three. A push that cannot be sent fails the producing step (UnavailableError); a push for a step
-that already ended here is dropped (`StepTable.get_for_push`).
+that already ended here is dropped (`StepTable.get`).
 
 `abort` wakes every local waiter and every pull in flight with the error at once, and cancels the
 pulls' calls (they are registered on the step's `CancellationManager`).

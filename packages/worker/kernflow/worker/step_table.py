@@ -63,15 +63,21 @@ class StepTable:
         self.closed = False
         self._last_sweep = time.monotonic()
 
-    def get(self, step_id: int, for_recv: bool = False) -> WorkerRendezvous:
+    def get(self, step_id: int, for_recv: bool = False, for_push: bool = False) -> WorkerRendezvous | None:
         """Returns the step's rendezvous, creating it if needed.
 
-        A RunGraph (`for_recv` False) claims it. A RecvTensor (`for_recv` True) must call
-        `recv_left` once its wait ends.
+        A RunGraph (neither flag) claims it. A RecvTensor (`for_recv`) must call `recv_left` once
+        its wait ends. A push (`for_push`: values another task sent) gets None when the step already
+        ended here (aborted or cleaned up: the values are dropped).
+
+        A RecvTensor or a push may come before the step's RunGraph: the rendezvous is then made
+        *unclaimed* (counted against `max_unclaimed`, swept after `ttl_s` if no RunGraph ever
+        claims it); a pushed value waits in it for the RunGraph's _Recv.
 
         Raises:
             UnavailableError: the worker is shut down. The step's abort error: the step was aborted
-            here before it had a rendezvous. AbortedError (`for_recv`): the step was cleaned up.
+            here before it had a rendezvous (not `for_push`). AbortedError (`for_recv`): the step
+            was cleaned up.
         """
         now = time.monotonic()
         dropped = []
@@ -80,48 +86,22 @@ class StepTable:
                 raise errors.UnavailableError(None, None, f"worker {self._owner.task_name} is shut down")
             rdv = self.steps.get(step_id)
             if rdv is None:
-                self._refuse_ended(step_id, for_recv)
+                if for_push:
+                    if step_id in self.aborted or step_id in self.cleaned:
+                        return None
+                else:
+                    self._refuse_ended(step_id, for_recv)
                 rdv = self.steps[step_id] = WorkerRendezvous(step_id, self._owner)
-                if for_recv:
+                if for_recv or for_push:
                     self.unclaimed[step_id] = rdv
                     if len(self.unclaimed) > self.max_unclaimed:
                         dropped.append(self._evict_oldest_unclaimed())
                 dropped.extend(self._sweep(now))
             if for_recv:
                 rdv.recv_calls += 1
-            elif not rdv.claimed:
+            elif not for_push and not rdv.claimed:
                 rdv.claimed = True
                 self.unclaimed.pop(step_id, None)
-            rdv.last_used = now
-        for r, err in dropped:
-            r.abort(err)
-        return rdv
-
-    def get_for_push(self, step_id: int) -> WorkerRendezvous | None:
-        """The step's rendezvous for a value another task pushed to it; None when the step already
-        ended here (aborted or cleaned up: the value is dropped).
-
-        A push may come before the step's RunGraph: its rendezvous is then made *unclaimed* (counted
-        against `max_unclaimed`, swept after `ttl_s` if no RunGraph ever claims it) and holds the
-        value until the RunGraph's _Recv takes it.
-
-        Raises:
-            UnavailableError: the worker is shut down.
-        """
-        now = time.monotonic()
-        dropped = []
-        with self.lock:
-            if self.closed:
-                raise errors.UnavailableError(None, None, f"worker {self._owner.task_name} is shut down")
-            rdv = self.steps.get(step_id)
-            if rdv is None:
-                if step_id in self.aborted or step_id in self.cleaned:
-                    return None
-                rdv = self.steps[step_id] = WorkerRendezvous(step_id, self._owner)
-                self.unclaimed[step_id] = rdv
-                if len(self.unclaimed) > self.max_unclaimed:
-                    dropped.append(self._evict_oldest_unclaimed())
-                dropped.extend(self._sweep(now))
             rdv.last_used = now
         for r, err in dropped:
             r.abort(err)

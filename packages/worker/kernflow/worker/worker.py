@@ -626,7 +626,7 @@ class Worker(RecvTensorService):
         pushed = [t for t in req.tensors if not t.pull]
         if pushed:
             self._count_pushed(sum(len(t.value) for t in pushed), len(pushed))
-        rdv = self._table.get_for_push(req.step_id)
+        rdv = self._table.get(req.step_id, for_push=True)
         if rdv is not None:
             announced = [(key, send_device) for key, send_device, _, _ in items if send_device is not None]
             if announced:
@@ -640,7 +640,7 @@ class Worker(RecvTensorService):
         """`push_tensors` of one value from a worker of this process (no encoding)."""
         self._check_open()
         self._count_pushed(0 if is_dead else int(getattr(value, "nbytes", 0)), 1)
-        rdv = self._table.get_for_push(step_id)
+        rdv = self._table.get(step_id, for_push=True)
         if rdv is not None:
             self._deliver(rdv, key, value, is_dead)
 
