@@ -18,8 +18,9 @@ they outlive sessions and are shared by every session (and every worker's steps)
 on a TF parameter server. Kernels of stateful ops are cached per session handle (TF's OpSegment).
 
 **Steps.** Every step has one `WorkerRendezvous` on this worker (keyed by step id, shared by all
-graphs of the step here), created by whichever of RunGraph or RecvTensor arrives first and dropped
-by CleanupGraph or at the step's end. Every wait has a deadline or ends when the step is aborted.
+graphs of the step here), created by whichever of RunGraph, RecvTensor or a push (PushTensors: a
+value another task's `_Send` sent here, `kernflow.worker.rendezvous`) arrives first and dropped by
+CleanupGraph or at the step's end. Every wait has a deadline or ends when the step is aborted.
 What a step id can leave behind is bounded (`step_table`): a rendezvous made by RecvTensor before
 the step's RunGraph goes when its last waiter leaves, an AbortStep of an unknown step leaves a
 tombstone in a capped table, and rendezvous left behind by a master that never cleaned up are
