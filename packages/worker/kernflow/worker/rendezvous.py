@@ -182,10 +182,9 @@ class WorkerRendezvous:
         if is_dead:
             chunk = _DEAD_CHUNK
         else:
-            send_dev = owner.device_by_name(fields[0])
-            host = on_host((send_dev, device_type_of(fields[2])), value, False)
             limit = push_max_bytes()
-            if limit and getattr(host, "nbytes", limit + 1) <= limit:
+            if limit and getattr(value, "nbytes", limit + 1) <= limit:   # (a large value stays put)
+                host = on_host((owner.device_by_name(fields[0]), device_type_of(fields[2])), value, False)
                 chunks = list(codec.encode_recv_chunks(host, False, string_list=True))
                 if len(chunks) == 1 and len(chunks[0]) <= limit + 1024:
                     chunk = chunks[0]
