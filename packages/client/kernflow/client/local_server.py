@@ -299,6 +299,10 @@ class _ServerConnection:
         except RuntimeError:   # the server is stopping
             pass
 
+    def _oneway_failed(self, handler: _Handler, details: str) -> None:
+        _log.warning("same-host channel %s: one-way %s failed: %s", self._server.path,
+                     handler.attrs.get("rpc.method", "?"), details)
+
     def _push(self, handler: _Handler, ctx: _Context, body) -> bool:
         """Starts `handler.push` on this (the reader) thread; False when it declined the call."""
         metered = _metrics_on()
@@ -369,8 +373,7 @@ class _ServerConnection:
         except _Aborted:
             code = ctx._code.value[0]
             if oneway:
-                _log.warning("same-host channel %s: one-way %s failed: %s", self._server.path,
-                             handler.attrs.get("rpc.method", "?"), ctx._details)
+                self._oneway_failed(handler, ctx._details)
             self._end(ctx, code, ctx._details, handler_error=any(k == HANDLER_KEY for k, _ in ctx._trailing))
         except OSError:
             code = grpc.StatusCode.UNAVAILABLE.value[0]   # the connection broke: the reader cancels the rest
@@ -378,8 +381,7 @@ class _ServerConnection:
             status, details = status_for_exception(e)
             code = status.value[0]
             if oneway:
-                _log.warning("same-host channel %s: one-way %s failed: %s", self._server.path,
-                             handler.attrs.get("rpc.method", "?"), details)
+                self._oneway_failed(handler, details)
             self._end(ctx, code, details)
             if not isinstance(e, Exception):
                 raise

@@ -28,6 +28,7 @@ import itertools
 import threading
 import time
 
+from kernflow.client import codec
 from kernflow.client.protobuf import worker_pb2
 from kernflow.client.protocol import CLIENT_DEVICE
 from kernflow.core.framework import errors
@@ -177,7 +178,6 @@ class WorkerRendezvous:
                 value = value.copy()   # (a later update of the variable must not change it)
             deliver(self.step_id, key, value, is_dead)
             return
-        from kernflow.client import codec
         chunk = None
         if is_dead:
             chunk = _DEAD_CHUNK
@@ -206,8 +206,11 @@ class WorkerRendezvous:
     def _send_pushes(self, task: str, peer, tensors: list) -> None:
         request = worker_pb2.PushTensorsRequest(step_id=self.step_id, tensors=tensors)
         try:
-            with self._call_span("PushTensors", ",".join(t.rendezvous_key for t in tensors)):
+            if self.trace_context is None:   # (the hot path: no span, no key list)
                 call = peer.push_tensors(request, on_error=self._push_failed)
+            else:
+                with self._call_span("PushTensors", ",".join(t.rendezvous_key for t in tensors)):
+                    call = peer.push_tensors(request, on_error=self._push_failed)
         except Exception as e:  # noqa: BLE001 - the step fails, naming the _Send
             if self._error is None:
                 self._owner.transports.forget(task, peer)
@@ -240,14 +243,18 @@ class WorkerRendezvous:
         _batch.rdv, _batch.items = self, {}
         return prev
 
-    def end_pushes(self, prev) -> None:
-        """Sends the pushes held since `begin_pushes` (one PushTensors per receiving task).
+    def end_pushes(self, prev, send: bool = True) -> None:
+        """Sends the pushes held since `begin_pushes` (one PushTensors per receiving task), or,
+        without `send` (the segment failed: its receivers are told of the failure instead), drops
+        them.
 
         Raises:
             OpError: a push could not be sent (the step fails, as an unbatched push's _Send does).
         """
         items = _batch.items
         _batch.rdv, _batch.items = prev
+        if not send:
+            return
         err = None
         for task, (peer, tensors) in items.items():
             try:
@@ -267,7 +274,6 @@ class WorkerRendezvous:
             The abort error if the step was aborted; InternalError if `key` was already sent.
         """
         if not is_dead and is_state_buffer(value):
-            from kernflow.client import codec
             value = codec.snapshot(value)
         self.last_used = time.monotonic()
         self._local.send(key, value, is_dead)

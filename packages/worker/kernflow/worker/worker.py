@@ -608,7 +608,7 @@ class Worker(RecvTensorService):
             self._table.abort(req.step_id, req.abort_code,
                               message if message.startswith(DERIVED) else DERIVED + message)
             return worker_pb2.PushTensorsResponse()
-        items = []
+        items, nbytes = [], 0
         for t in req.tensors:
             fields = parse_key(t.rendezvous_key)
             if not self.is_local_device(fields[2]) or self.is_local_device(fields[0]):
@@ -624,9 +624,9 @@ class Worker(RecvTensorService):
                 raise errors.InvalidArgumentError(None, None, f"PushTensors on {self.task_name}: bad "
                                                   f"value for {t.rendezvous_key!r}: {e.message}") from None
             items.append((t.rendezvous_key, None, value, is_dead))
-        pushed = [t for t in req.tensors if not t.pull]
-        if pushed:
-            self._count_pushed(sum(len(t.value) for t in pushed), len(pushed))
+            nbytes += len(t.value)
+        if nbytes:
+            self._count_pushed(nbytes, sum(1 for _, send_device, _, _ in items if send_device is None))
         rdv = self._table.get(req.step_id, for_push=True)
         if rdv is not None:
             announced = [(key, send_device) for key, send_device, _, _ in items if send_device is not None]

@@ -296,13 +296,14 @@ class SegmentedExecution(Execution):
         while stack:
             i = stack.pop()
             if self.error is None:
-                batch = begin() if begin is not None else None
+                held = begin() if begin is not None else None   # (a tuple: true while held)
                 try:
-                    try:
-                        functions[i](self.vals, self.ctx, self)
-                    finally:
-                        if begin is not None:
-                            rdv.end_pushes(batch)
+                    functions[i](self.vals, self.ctx, self)
+                    if held:
+                        held, prev = None, held
+                        rdv.end_pushes(prev)
                 except Exception as e:  # noqa: BLE001 - the step fails with a TF error naming the node
+                    if held:   # the kernel's error is the step's; the held pushes are dropped
+                        rdv.end_pushes(held, send=False)
                     self.abort(e if isinstance(e, errors.OpError) else node_error(e, None))
             stack.extend(self._complete(after[i]))
