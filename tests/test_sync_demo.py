@@ -4,7 +4,8 @@
   mid-training. The cluster supervisor restarts the ps, every replica's MonitoredTrainingSession
   recovers (the chief restores the last checkpoint, the others wait for it), global_step goes on from
   that checkpoint (not from 0), and the final accuracy is within 0.5 points of the uninterrupted run.
-* 2 of 3 gradients per step (one backup worker) reaches the embedded demo's accuracy.
+* 2 of 3 gradients per step (one backup worker) reaches the embedded demo's accuracy (within 2
+  points: which gradients are dropped is up to timing).
 
 Every process is stopped in ``finally`` blocks (`kernflow cluster down`), and every wait has a deadline.
 """
@@ -137,7 +138,11 @@ def test_one_backup_worker_reaches_the_embedded_accuracy(cluster, tmp_path):
     finally:
         kid.kill()
     assert final_step == 230
-    # Each step averages the first 2 of 3 gradients (twice the batch of the embedded run).
-    assert accuracy >= reference - 1.0, (accuracy, reference, kid.output())
+    # Each step averages the first 2 of 3 gradients (twice the batch of the embedded run). Which
+    # two arrive first is up to timing, so the result varies from run to run: 95.82-97.21% in ten
+    # runs against the embedded run's 96.94% (the test set has 359 digits: 0.28 points each). The
+    # embedded demo reaches 95.82% after 7 epochs and 93.59% after 5, so 2 points below it still
+    # tells a run that trained like the embedded one from one that lost a third of its steps.
+    assert accuracy >= reference - 2.0, (accuracy, reference, kid.output())
     assert dropped > 0, kid.output()
     print(f"2 of 3 with a backup: {accuracy:.2f}% (embedded {reference:.2f}%), {dropped} dropped")
