@@ -43,6 +43,39 @@ def _dead_endpoint():
     return f"127.0.0.1:{free_port()}"
 
 
+# ---------------------------------------------------------------------------- starting etcd
+def test_a_port_taken_after_it_was_picked_is_retried_on_new_ports(monkeypatch):
+    """free_port's pick can be taken before etcd binds it (tests running side by side): etcd exits
+    at once, and start_etcd starts it again on new ports instead of failing."""
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks = [port]   # the first pick (the client port) is the taken one
+        real = etcd_server.free_port
+        monkeypatch.setattr(etcd_server, "free_port",
+                            lambda host="127.0.0.1": picks.pop() if picks else real(host))
+        server = start_etcd()
+    try:
+        assert not picks and server.client_port != port
+        reg = discovery.worker_registration(server.endpoint, "retry", "w", 0, "127.0.0.1:1")
+        reg.start(wait_s=5.0)
+        reg.stop()
+    finally:
+        server.stop()
+
+
+def test_a_taken_port_given_by_the_caller_is_not_retried():
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(errors.UnavailableError, match=f"etcd at http://127.0.0.1:{port} exited"):
+            start_etcd(client_port=port, peer_port=free_port())
+
+
 # ---------------------------------------------------------------------------- names
 def test_targets_keys_and_task_names():
     assert discovery.parse_etcd_target("etcd://127.0.0.1:2379/prod") == ("127.0.0.1:2379", "prod")

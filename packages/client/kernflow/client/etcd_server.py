@@ -405,8 +405,36 @@ def start_etcd(*, host: str = "127.0.0.1", client_port: int = 0, peer_port: int 
             be set up.
     """
     exe = binary or find_etcd_binary()
-    client_port = client_port or free_port(_local_host(host))
-    peer_port = peer_port or free_port("127.0.0.1")
+    # A port free_port picked can be taken by another process before etcd binds it: etcd then
+    # exits at once. With ports picked here, that start is retried on new ones (not on a given
+    # directory with `auth`: a failed start may have left it looking used, and auth unset).
+    retry = not (client_port and peer_port) and (data_dir is None or auth is None)
+    attempts = _PORT_ATTEMPTS if retry else 1
+    for attempt in range(attempts):
+        try:
+            return _start_etcd(exe, host, client_port or free_port(_local_host(host)),
+                               peer_port or free_port("127.0.0.1"), data_dir, log_path,
+                               ready_timeout_s, new_session, name, tls, auth, advertise)
+        except _ExitedWhileStarting as e:
+            if attempt == attempts - 1:
+                raise e.error from None
+    raise AssertionError("unreachable")
+
+
+# Starts start_etcd makes when it picked the ports and etcd exited while starting.
+_PORT_ATTEMPTS = 3
+
+
+class _ExitedWhileStarting(Exception):
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _start_etcd(exe, host, client_port, peer_port, data_dir, log_path, ready_timeout_s, new_session,
+                name, tls, auth, advertise) -> EtcdServer:
+    """One start of `start_etcd` on these ports (see there); raises _ExitedWhileStarting when etcd
+    exited before it was healthy."""
     owns = data_dir is None
     data_dir = data_dir or tempfile.mkdtemp(prefix="kernflow-etcd-")
     scheme = "https" if tls else "http"
@@ -424,6 +452,12 @@ def start_etcd(*, host: str = "127.0.0.1", client_port: int = 0, peer_port: int 
         wait_healthy(local, ready_timeout_s, proc, tls.client().ssl_context() if tls else None)
         if fresh_auth:  # a loopback host: etcd was never reachable from elsewhere
             enable_auth(local, auth, tls)
+    except errors.UnavailableError as e:
+        exited = proc.poll() is not None
+        server.stop(grace_s=1.0)
+        if exited:
+            raise _ExitedWhileStarting(e) from None
+        raise
     except BaseException:
         server.stop(grace_s=1.0)
         raise
