@@ -353,3 +353,81 @@ def test_run_graph_async_answers_on_the_reader_thread_like_run_graph(served, mon
     srv.servicer.release.set()
     monkeypatch.setenv(local_channel.LOCAL_CHANNEL_ENV, "0")
     assert c.run_graph_async(_run(), 20, lambda resp, err: None) is None
+
+
+# ---------------------------------------------------------------------------- reader threads never wait to send
+def _full_pair():
+    """A connected Unix socket pair with small buffers, and a reader thread's view of `a`."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    return a, b
+
+
+def _on_reader(fn):
+    """Runs fn() on a thread marked as a server connection's reader; returns (result, seconds)."""
+    out = {}
+
+    def run():
+        local_channel.mark_reader_thread()
+        t = time.monotonic()
+        out["result"] = fn()
+        out["s"] = time.monotonic() - t
+    th = threading.Thread(target=run)
+    th.start()
+    th.join(10)
+    assert not th.is_alive(), "the reader thread blocked on a send"
+    return out.get("result"), out["s"]
+
+
+def test_a_reader_thread_sending_to_a_full_socket_goes_back_to_reading_and_frames_stay_in_order():
+    """Served inline, PushTensors runs the step's next segment on the connection's reader, and
+    that segment's pushes must not make it wait for the peer: two readers each blocked sending to
+    the other would never read again. What the socket does not take goes from a drainer thread,
+    which holds the send lock until the frame is out, so a later frame cannot overtake it."""
+    a, b = _full_pair()
+    lock = threading.Lock()
+    big = os.urandom(4 << 20)
+    try:
+        _, took = _on_reader(lambda: local_channel._send_frame(a, lock, b"first", big))
+        assert took < 2.0
+        assert lock.locked()   # the drainer still sends the rest of the first frame
+        second = threading.Thread(target=local_channel._send_frame, args=(a, lock, b"second", b"tail"))
+        second.start()        # (not a reader: waits for the lock, then for the peer)
+        rfile = b.makefile("rb")
+        got = [_raw_frame(rfile) for _ in range(2)]
+        second.join(10)
+        assert [h for h, _ in got] == [b"first", b"second"]
+        assert got[0][1] == big and got[1][1] == b"tail"
+        deadline = time.monotonic() + 5
+        while lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not lock.locked()
+        # A frame that fits goes at once, on the reader thread itself.
+        _, took = _on_reader(lambda: local_channel._send_frame(a, lock, b"small", b"x" * 100))
+        assert not lock.locked() and _raw_frame(rfile) == (b"small", b"x" * 100)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_drained_frame_whose_peer_went_away_shuts_the_connection_and_frees_the_lock():
+    a, b = _full_pair()
+    lock = threading.Lock()
+    try:
+        _on_reader(lambda: local_channel._send_frame(a, lock, b"h", os.urandom(4 << 20)))
+        b.close()   # the peer is gone before it read the frame
+        deadline = time.monotonic() + 5
+        while lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not lock.locked()
+        with pytest.raises(OSError):
+            local_channel._send_frame(a, lock, b"h", b"after")
+    finally:
+        a.close()
+
+
+def _raw_frame(rfile):
+    """(header bytes, body) of the next frame, without parsing the header as a LocalFrame."""
+    hlen, blen = struct.unpack("<II", rfile.read(8))
+    return rfile.read(hlen), rfile.read(blen)

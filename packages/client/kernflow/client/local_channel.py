@@ -137,14 +137,85 @@ def socket_dir() -> str:
 
 
 # ---------------------------------------------------------------------------- frames
+# Whether this thread is a serving connection's reader (`local_server`), which must never block on a
+# send: it runs pushed values' consumers (PushTensors is served inline), and two readers each
+# blocked sending to the other's full socket would never read again.
+_reader = threading.local()
+
+
+def on_reader_thread() -> bool:
+    """True on a same-host server connection's reader thread (see `_send_frame`)."""
+    return getattr(_reader, "on", False)
+
+
+def mark_reader_thread() -> None:
+    """Marks this thread as a server connection's reader (see `_send_frame`)."""
+    _reader.on = True
+
+
 def _send_frame(sock: socket.socket, lock, header: bytes, body=b"") -> None:
+    """Sends one frame, whole, under `lock` (the socket's send lock).
+
+    On a reader thread (`mark_reader_thread`) this never waits for the peer: what the socket does
+    not take at once is sent by a `_Drainer` thread, which holds `lock` (a plain lock, released by
+    that thread) until the frame is out, so frames stay in order and the reader goes back to reading.
+    """
     prefix = _FRAME.pack(len(header), len(body))
+    if getattr(_reader, "on", False):
+        _send_frame_nowait(sock, lock, prefix, header, body)
+        return
     with lock:
         if len(body) <= _SMALL_BODY:
             sock.sendall(b"".join((prefix, header, body)))
         else:
             sock.sendall(prefix + header)
             sock.sendall(body)
+
+
+def _send_frame_nowait(sock, lock, prefix, header, body) -> None:
+    parts = [b"".join((prefix, header, body))] if len(body) <= _SMALL_BODY else [prefix + header, body]
+    lock.acquire()
+    try:
+        for i, part in enumerate(parts):
+            view = memoryview(part)
+            while view:
+                try:
+                    n = sock.send(view, socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    n = 0
+                if not n:   # the socket is full: the rest goes from a drainer thread
+                    _Drainer.start(sock, lock, [view, *parts[i + 1:]])
+                    return
+                view = view[n:]
+    except BaseException:
+        lock.release()
+        raise
+    lock.release()
+
+
+class _Drainer:
+    """Sends the rest of a frame a reader thread could not send without waiting, then releases the
+    socket's send lock. A send that fails shuts the socket down, so both ends see the channel
+    broken (as a failed send on the calling thread would)."""
+
+    @staticmethod
+    def start(sock, lock, parts) -> None:
+        threading.Thread(target=_Drainer._run, args=(sock, lock, parts), daemon=True,
+                         name="kernflow-local-drain").start()
+
+    @staticmethod
+    def _run(sock, lock, parts) -> None:
+        try:
+            for part in parts:
+                sock.sendall(part)
+        except OSError as e:
+            _log.warning("same-host channel: a frame could not be sent (%s): closing the connection", e)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        finally:
+            lock.release()
 
 
 def _read_frame(rfile):
