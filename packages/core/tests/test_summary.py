@@ -236,9 +236,10 @@ def test_file_writer_add_never_waits_for_disk_only_for_a_full_queue(tmp_path, in
     w = S.FileWriter(logdir, max_queue=4, flush_secs=3600)
     disk, real_write = threading.Event(), w.event_writer._file.write
     w.event_writer._file.write = lambda data: (disk.wait(), real_write(data))  # a stalled disk
-    # 4 KiB events: the writer thread is woken every 8 KiB (a batch), then add may run max_queue
-    # events ahead of it before blocking.
-    summary = S.Summary(value=[S.Summary.Value(tag="s" * 4096, simple_value=1.0)])
+    # Events of half the wake-up size: the writer thread is woken every two (a batch), then add may
+    # run max_queue events ahead of it before blocking.
+    from kernflow.core.summary import writer as _writer
+    summary = S.Summary(value=[S.Summary.Value(tag="s" * (_writer._WAKE_BYTES // 2), simple_value=1.0)])
     t0 = time.monotonic()
     for step in range(4):  # up to max_queue pending events: enqueued without waiting
         w.add_summary(summary, step)
