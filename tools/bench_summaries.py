@@ -16,7 +16,11 @@ enqueues it; the writer thread frames and writes), with the deepest queue seen: 
 ``--tf-python PATH`` runs the identical program under TensorFlow's tf.compat.v1 in that interpreter
 (same data, same graph code) and reports it side by side.
 
-Usage: python tools/bench_summaries.py [--steps 300] [--rounds 7] [--block 50]
+Each framework is measured in ``--processes`` fresh processes (3), the frameworks taking turns to
+go first; every figure is the median over the processes (a process's memory layout alone moves a
+ratio by a percent or two), with each process's ratios under ``per_process``.
+
+Usage: python tools/bench_summaries.py [--steps 300] [--rounds 7] [--block 50] [--processes 3]
                                        [--tf-python /tmp/tfvenv/bin/python]
 """
 
@@ -217,18 +221,32 @@ def _batches(path=None, batch=64):
     return _data(batch)
 
 
-def _run_tensorflow(tf_python, batches, steps, rounds, block):
-    if not (tf_python and os.path.exists(tf_python)):
-        return None, f"no TensorFlow interpreter at {tf_python!r}: TensorFlow not measured"
-    with tempfile.TemporaryDirectory(prefix="bench_summaries_data_") as d:
-        path = os.path.join(d, "batches.npz")
-        np.savez(path, x=np.stack([b[0] for b in batches]), y=np.stack([b[1] for b in batches]))
-        r = subprocess.run([tf_python, os.path.abspath(__file__), "--framework", "tensorflow", "--data", path,
-                            "--steps", str(steps), "--rounds", str(rounds), "--block", str(block)],
-                           capture_output=True, text=True, timeout=3600)
+def _child(python, framework, data_path, args):
+    """One framework measured in a fresh process (`python` runs this file): its row, or raises."""
+    r = subprocess.run([python, os.path.abspath(__file__), "--framework", framework, "--child", "--data",
+                        data_path, "--steps", str(args.steps), "--rounds", str(args.rounds),
+                        "--block", str(args.block)], capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
-        return None, f"TensorFlow run failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}"
-    return json.loads(r.stdout), None
+        raise RuntimeError(f"{framework} run failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def _combine(rows):
+    """The rows of several processes as one: each figure the median over the processes, with each
+    process's ratios beside it."""
+    out = {}
+    for key, v in rows[0].items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key] = round(statistics.median(r[key] for r in rows), 3 if "ratio" in key else 1)
+        elif key == "writer_queue_max_depth" and all(r[key] is not None for r in rows):
+            out[key] = max(r[key] for r in rows)
+        elif key == "add_summary_us":
+            out[key] = {k: round(statistics.median(r[key][k] for r in rows), 1) for k in v}
+        else:
+            out[key] = v if len(rows) == 1 else [r[key] for r in rows]
+    if len(rows) > 1:
+        out["per_process"] = {key: [r[key] for r in rows] for key in rows[0] if key.endswith("ratio")}
+    return out
 
 
 def main(argv=None):
@@ -236,24 +254,46 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=300, help="steps per contender and round")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--block", type=int, default=50, help="steps a contender runs before the next one's turn")
+    p.add_argument("--processes", type=int, default=3,
+                   help="fresh processes per framework (each its rounds); figures are their medians")
     p.add_argument("--tf-python", default=None,
                    help="a Python with TensorFlow (e.g. /tmp/tfvenv/bin/python) to run the same program")
     p.add_argument("--framework", choices=["kernflow", "tensorflow"], default="kernflow",
                    help=argparse.SUPPRESS)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     batches = _batches(args.data)
-    if args.framework == "tensorflow":  # the child of --tf-python: one framework, bare JSON
-        print(json.dumps(measure("tensorflow", batches, args.steps, args.rounds, args.block)))
+    if args.child:   # one framework in this process, bare JSON
+        print(json.dumps(measure(args.framework, batches, args.steps, args.rounds, args.block)))
         return 0
     res = {"workload": "digits MLP 64-128-128-10 SGD step, batch 64", "steps_per_round": args.steps,
-           "rounds": args.rounds, "block": args.block,
-           "kernflow": measure("kernflow", batches, args.steps, args.rounds, args.block)}
-    if args.tf_python:
-        res["tensorflow"], skipped = _run_tensorflow(args.tf_python, batches, args.steps, args.rounds, args.block)
-        if skipped:
-            print(f"bench_summaries: {skipped}", file=sys.stderr)
-            res["tensorflow_skipped"] = skipped
+           "rounds": args.rounds, "block": args.block, "processes": args.processes}
+    tf_python = args.tf_python
+    if tf_python and not os.path.exists(tf_python):
+        res["tensorflow_skipped"] = f"no TensorFlow interpreter at {tf_python!r}: TensorFlow not measured"
+        print(f"bench_summaries: {res['tensorflow_skipped']}", file=sys.stderr)
+        tf_python = None
+    rows = {"kernflow": [], "tensorflow": []}
+    with tempfile.TemporaryDirectory(prefix="bench_summaries_data_") as d:
+        path = os.path.join(d, "batches.npz")
+        np.savez(path, x=np.stack([b[0] for b in batches]), y=np.stack([b[1] for b in batches]))
+        for i in range(args.processes):
+            # The frameworks take turns going first; a process's memory layout moves a ratio by a
+            # percent or two, so each is measured in several fresh processes.
+            order = [("kernflow", sys.executable)] + ([("tensorflow", tf_python)] if tf_python else [])
+            for framework, python in (order if i % 2 == 0 else order[::-1]):
+                try:
+                    rows[framework].append(_child(python, framework, path, args))
+                except RuntimeError as e:
+                    if framework == "kernflow":
+                        raise
+                    res["tensorflow_skipped"] = str(e)
+                    print(f"bench_summaries: {e}", file=sys.stderr)
+                    tf_python = None
+    res["kernflow"] = _combine(rows["kernflow"])
+    if rows["tensorflow"]:
+        res["tensorflow"] = _combine(rows["tensorflow"])
     res["goals"] = GOALS
     print(json.dumps(res, indent=2))
     return 0
