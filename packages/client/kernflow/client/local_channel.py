@@ -37,7 +37,9 @@ others on a thread pool. A streaming method whose servicer also has a push form 
 the caller cancels, the caller sends CANCEL and the handler's cancellation callbacks run
 (`add_callback`, as gRPC runs them when a caller goes away); a closed connection cancels all its
 calls. A REQUEST marked `oneway` (PushTensors) gets no answer at all: the caller registers
-no call, and the server sends no END. Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
+no call, and the server sends no END. PushTensors is served on the reader thread too, and runs the
+step's segment that waited for the value there; so a reader thread never waits to send
+(`_send_frame`: what the socket does not take at once goes from a drainer thread). Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
 """
 
 from __future__ import annotations
