@@ -188,7 +188,10 @@ def _to_user(v):
             return v.copy()
         return v
     if isinstance(v, Var):
-        return _to_user(v.read().copy())
+        arr = v.read()
+        if type(arr) is np.ndarray and arr.ndim == 0:
+            return arr[()]   # a scalar (a global step): a numpy scalar is already a copy
+        return _to_user(arr.copy())
     if isinstance(v, np.generic) or v is None:
         return v
     to_host = getattr(v, "get", None)  # device arrays (cupy) come back to the host
