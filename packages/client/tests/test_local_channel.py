@@ -62,6 +62,13 @@ class OfferingWorker(FakeWorker):
         self._note(context)
         yield from super().RecvTensor(request, context)
 
+    def PushTensors(self, request, context):
+        # Step 99 stands for a pushed value whose segment runs long on the reader thread.
+        self.calls.append(f"PushTensors {request.step_id}")
+        if request.step_id == 99:
+            self.release.wait(10)
+        return worker_pb2.PushTensorsResponse()
+
 
 @pytest.fixture
 def runtime_dir():
@@ -431,3 +438,35 @@ def _raw_frame(rfile):
     """(header bytes, body) of the next frame, without parsing the header as a LocalFrame."""
     hlen, blen = struct.unpack("<II", rfile.read(8))
     return rfile.read(hlen), rfile.read(blen)
+
+
+def test_a_push_whose_segment_runs_long_does_not_hold_up_control_calls(served):
+    """PushTensors runs on the connection's reader thread (the step's next segment runs there); one
+    that runs long hands the connection to a new reader, so a health check's GetStatus or an
+    AbortStep on the same connection is still answered at once (the master declares a task dead
+    when GetStatus takes 10 s)."""
+    srv, _ = served()
+    c = GrpcWorkerClient(srv.address, TASK)
+    c.get_status()   # opens the channel
+    chan = local_channel.channel_for(srv.address)
+    assert isinstance(chan, local_channel.LocalChannel)
+    try:
+        c.push_tensors(worker_pb2.PushTensorsRequest(step_id=99), on_error=print)   # one-way
+        deadline = time.monotonic() + 5
+        while "PushTensors 99" not in srv.servicer.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(3):
+            t = time.monotonic()
+            c.get_status(timeout=5)
+            assert time.monotonic() - t < 1.0
+        c.push_tensors(worker_pb2.PushTensorsRequest(step_id=100), on_error=print)   # the new reader
+        deadline = time.monotonic() + 5
+        while "PushTensors 100" not in srv.servicer.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "PushTensors 100" in srv.servicer.calls
+    finally:
+        srv.servicer.release.set()
+    # The old reader ends after its push; the connection keeps working with one reader.
+    t = time.monotonic()
+    c.get_status(timeout=5)
+    assert time.monotonic() - t < 1.0 and local_channel.channel_for(srv.address) is chan

@@ -39,7 +39,8 @@ the caller cancels, the caller sends CANCEL and the handler's cancellation callb
 calls. A REQUEST marked `oneway` (PushTensors) gets no answer at all: the caller registers
 no call, and the server sends no END. PushTensors is served on the reader thread too, and runs the
 step's segment that waited for the value there; so a reader thread never waits to send
-(`_send_frame`: what the socket does not take at once goes from a drainer thread). Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
+(`_send_frame`: what the socket does not take at once goes from a drainer thread), and one that runs
+a request for `local_server.HAND_OFF_S` hands the connection to a new reader thread. Both ends count bytes and durations in the ``kernflow.rpc.*`` metrics, as gRPC calls do.
 """
 
 from __future__ import annotations

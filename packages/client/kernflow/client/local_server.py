@@ -2,7 +2,8 @@
 
 `LocalChannelServer` serves a handler table (`servicer_handlers`: a servicer's unary and
 response-streaming methods) on a Unix socket of this user's `local_channel.socket_dir`. Each
-connection has a reader thread; control methods (`INLINE_METHODS`) run on it, the others on a pool
+connection has a reader thread; control methods and pushes (`INLINE_METHODS`) run on it (a reader
+busy with one for `HAND_OFF_S` hands the connection to a new reader), the others on a pool
 (`POOL_THREADS`), and a streaming method with a push form answers from the threads producing its
 responses, its deadline on a `Timers` thread. A servicer method sees a `_Context`, the parts of
 `grpc.ServicerContext` kernflow's servicers use.
@@ -38,6 +39,10 @@ __all__ = ["LocalChannelServer", "servicer_handlers", "Timers", "INLINE_METHODS"
 _log = logging.getLogger(__name__)
 
 POOL_THREADS = 512             # the server's threads for the methods it does not run inline
+# A reader thread that has run one request this long (a pushed value's segment) hands the
+# connection to a new reader thread, so control calls (a health check's GetStatus, AbortStep)
+# on it wait at most about this long plus one watch period.
+HAND_OFF_S = 0.05
 # Methods that never block: served on the connection's reader thread. PushTensors delivers values
 # into a step's rendezvous, and the step's next straight-line segment then runs here, on the reader
 # (one thread hand-off less per push: at one worker and two ps, 18% more asynchronous training
@@ -179,6 +184,20 @@ class LocalChannelServer:
         self._conns: set = set()
         self._closed = False
         threading.Thread(target=self._accept, name=f"kernflow-local-accept-{name}", daemon=True).start()
+        threading.Thread(target=self._watch, name=f"kernflow-local-watch-{name}", daemon=True).start()
+
+    def _watch(self) -> None:
+        """Hands each connection whose reader has been running a request `HAND_OFF_S` or more to a
+        new reader thread (see `_ServerConnection.hand_off`)."""
+        while not self._closed:
+            time.sleep(HAND_OFF_S)
+            now = time.monotonic()
+            with self._lock:
+                conns = list(self._conns)
+            for conn in conns:
+                since = conn.busy_since
+                if since and now - since >= HAND_OFF_S:
+                    conn.hand_off(since)
 
     def _accept(self) -> None:
         while True:
@@ -223,11 +242,36 @@ class LocalChannelServer:
 
 
 class _ServerConnection:
+    """One accepted connection: a reader thread reads its frames and starts each call (the inline
+    methods run on it, the others on the server's pool).
+
+    Invariant: one thread reads at a time, the one whose generation is `_gen`. A reader running a
+    request (`busy_since` set) for `HAND_OFF_S` is replaced by the server's watch thread
+    (`hand_off`): a new reader of the next generation starts, and the old one, once its request
+    is done, sees it is no longer the reader and ends without reading again. Both checks are
+    made under `_state_lock`, so the two never read at once.
+    """
+
     def __init__(self, server: LocalChannelServer, sock: socket.socket):
         self._server = server
         self._sock = sock
         self._send_lock = _thread.allocate_lock()
         self._calls: dict[int, _Context] = {}
+        self._state_lock = _thread.allocate_lock()
+        self._gen = 0
+        self.busy_since = 0.0   # monotonic time the reader started its current request; 0: reading
+        self._rfile = None
+
+    def hand_off(self, since: float) -> None:
+        """Starts a new reader if the reader is still running the request it started at `since`."""
+        with self._state_lock:
+            if self.busy_since != since:
+                return
+            self.busy_since = 0.0   # (this busy period is handed off once)
+            self._gen += 1
+            gen = self._gen
+        threading.Thread(target=self._read, args=(gen,), daemon=True,
+                         name=f"kernflow-local-conn-{self._server._name}").start()
 
     def close(self) -> None:
         try:
@@ -236,22 +280,42 @@ class _ServerConnection:
             pass
 
     def serve(self) -> None:
-        rfile = None
+        """The first reader: the HELLO exchange, then the frames (`_read`)."""
         mark_reader_thread()
         try:
             self._sock.settimeout(HELLO_TIMEOUT_S)
-            rfile = self._sock.makefile("rb")
-            header, body = _read_frame(rfile)
+            self._rfile = self._sock.makefile("rb")
+            header, body = _read_frame(self._rfile)
             if header.kind != _HELLO or not secrets.compare_digest(bytes(body), self._server._token):
                 raise _ProtocolError("the first frame is not a HELLO with the offer's token")
             self._sock.settimeout(None)
             _hello(self._sock, self._server._token)
-            handlers = self._server._handlers
-            while True:
+        except (OSError, EOFError, ValueError, _ProtocolError) as e:
+            if isinstance(e, _ProtocolError):
+                _log.warning("same-host channel %s: closing a connection: %s", self._server.path, e)
+            self._close()
+            return
+        self._read(0)
+
+    def _read(self, gen: int) -> None:
+        """Reads and starts calls while this thread is the reader (generation `gen`); the reader
+        that meets the end of the connection closes it."""
+        mark_reader_thread()
+        rfile, handlers = self._rfile, self._server._handlers
+        replaced = False
+        try:
+            while not replaced:
                 header, body = _read_frame(rfile)
                 kind = header.kind
                 if kind == _REQUEST:
-                    self._start(handlers, header, body)
+                    self.busy_since = time.monotonic()
+                    try:
+                        self._start(handlers, header, body)
+                    finally:
+                        with self._state_lock:
+                            self.busy_since = 0.0
+                            # (a newer reader took the connection while this one ran: it stops)
+                            replaced = self._gen != gen
                 elif kind == _CANCEL:
                     ctx = self._calls.pop(header.call_id, None)
                     if ctx is not None:
@@ -263,13 +327,17 @@ class _ServerConnection:
         except _ProtocolError as e:
             _log.warning("same-host channel %s: closing a connection: %s", self._server.path, e)
         finally:
-            calls, self._calls = self._calls, {}
-            for ctx in calls.values():   # the caller is gone: its calls are cancelled
-                ctx.end()
-            if rfile is not None:
-                rfile.close()
-            self._sock.close()
-            self._server._forget(self)
+            if not replaced:
+                self._close()
+
+    def _close(self) -> None:
+        calls, self._calls = self._calls, {}
+        for ctx in calls.values():   # the caller is gone: its calls are cancelled
+            ctx.end()
+        if self._rfile is not None:
+            self._rfile.close()
+        self._sock.close()
+        self._server._forget(self)
 
     def _start(self, handlers, header, body) -> None:
         ctx = _Context(header.call_id, header.timeout_s, header.metadata)
