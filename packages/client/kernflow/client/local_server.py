@@ -43,10 +43,11 @@ POOL_THREADS = 512             # the server's threads for the methods it does no
 # connection to a new reader thread, so control calls (a health check's GetStatus, AbortStep)
 # on it wait at most about this long plus one watch period.
 HAND_OFF_S = 0.05
-# Methods that never block: served on the connection's reader thread. PushTensors delivers values
-# into a step's rendezvous, and the step's next straight-line segment then runs here, on the reader
-# (one thread hand-off less per push: at one worker and two ps, 18% more asynchronous training
-# steps/s); what such a segment sends never makes the reader wait (`local_channel._send_frame`).
+# Methods served on the connection's reader thread: the control methods, which never block, and
+# PushTensors, which delivers values into a step's rendezvous, whereupon the step's next
+# straight-line segment runs here (one thread hand-off less per push: 11-18% more asynchronous
+# training steps/s at one worker and two ps, docs/performance.md). What such a segment sends never
+# makes the reader wait (`local_channel._send_frame`), and a long one hands the reading on (`HAND_OFF_S`).
 INLINE_METHODS = frozenset({"GetStatus", "AbortStep", "CleanupGraph", "DeregisterGraph", "CleanupAll",
                             "PushTensors"})
 
