@@ -619,3 +619,45 @@ def test_malformed_master_requests_get_errors_and_the_master_keeps_serving(two_s
     np.testing.assert_array_equal(codec.proto_to_tensor(resp.tensor[0].tensor), [0, 2, 4])
     master.close_session(master_pb2.CloseSessionRequest(session_handle=handle))
     _check_cluster_step(two_servers[0])
+
+
+# ---------------------------------------------------------------------------- long segments on a push
+def test_a_long_segment_run_on_a_push_does_not_fail_the_health_checks():
+    """A value pushed over the same-host channel is taken on the receiving connection's reader
+    thread, and the segment waiting for it runs there. Here the master and the pushing task share
+    this process, so the master's health checks of task 1 travel on the connection task 1 is busy
+    computing on. A segment longer than the health check's deadline must not get task 1 declared
+    dead: the busy reader hands the connection to a new reader thread (`local_server.HAND_OFF_S`)."""
+    cluster = _two_task_cluster()
+    with _children() as kids:
+        kid = _Child("kernflow worker 1", [sys.executable, "-m", "kernflow.core.cli", "worker", "--job",
+                                           "worker", "--task", "1", "--cluster-spec", json.dumps(cluster),
+                                           "--grace", "0"])
+        kids.append(kid)
+        kid.expect("listening on", _START_TIMEOUT_S)
+        server = kf.train.Server(cluster, job_name="worker", task_index=0)
+        try:
+            master = server._impl._master
+            master.health_check_interval_s, master.rpc_timeout_s = 0.2, 0.5
+            g = kf.Graph()
+            with g.as_default():
+                with kf.device("/job:worker/task:0"):
+                    x = kf.placeholder(kf.float32, [], name="x")
+                    n = kf.placeholder(kf.int32, [], name="n")
+                    pushed, size = x * 1.0, n + 0   # small: pushed, not announced and pulled
+                with kf.device("/job:worker/task:1"):
+                    w = kf.fill(kf.stack([size, size]), pushed)
+                    a = w
+                    for _ in range(12):   # about 2 s of matmuls, all in the segment the push wakes
+                        a = kf.tanh(kf.matmul(a, w))
+                    out = kf.reduce_sum(a)
+            with kf.Session(server.target, graph=g) as sess:
+                assert np.isfinite(sess.run(out, {x: 0.0005, n: 4}))
+                t = time.monotonic()
+                assert np.isfinite(sess.run(out, {x: 0.0005, n: 2200}))   # no UnavailableError
+                took = time.monotonic() - t
+                # (long enough that a health check was sent, and its deadline passed, meanwhile)
+                assert took > master.health_check_interval_s + master.rpc_timeout_s, \
+                    f"the step took {took:.2f} s: too short to test"
+        finally:
+            server.stop()
