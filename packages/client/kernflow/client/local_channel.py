@@ -162,6 +162,9 @@ def _send_frame(sock: socket.socket, lock, header: bytes, body=b"") -> None:
     On a reader thread (`mark_reader_thread`) this never waits for the peer: what the socket does
     not take at once is sent by a `_Drainer` thread, which holds `lock` (a plain lock, released by
     that thread) until the frame is out, so frames stay in order and the reader goes back to reading.
+    (It may still wait for `lock` while a drainer or another thread sends on this socket; the server
+    then hands its connection to a new reader after `local_server.HAND_OFF_S`, so the connection is
+    read meanwhile and the send that holds the lock can finish.)
     """
     prefix = _FRAME.pack(len(header), len(body))
     if getattr(_reader, "on", False):
