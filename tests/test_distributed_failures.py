@@ -65,6 +65,25 @@ class _Child(ChildProcess):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
 
+    def freeze(self, timeout=5.0):
+        """SIGSTOP, then waits until every thread of the process is stopped: the signal takes effect
+        some time after kill() returns (milliseconds under load in some sandboxes, gVisor's), and a
+        step sent meanwhile would still be answered."""
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while True:
+            states = []
+            for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+                try:
+                    with open(f"/proc/{self.proc.pid}/task/{tid}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:   # (a thread that ended meanwhile)
+                    pass
+            if states and all(st in ("T", "t") for st in states):
+                return
+            assert time.monotonic() < deadline, f"{self.name} not stopped {timeout} s after SIGSTOP: {states}"
+            time.sleep(0.001)
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)  # a stopped process dies at once too
@@ -339,7 +358,7 @@ def _frozen_worker_step(health_check_interval_s, rpc_timeout_s, abort_grace_s):
             g, x, out, _ = _chains_graph(2)
             with kf.Session(server.target, graph=g) as sess:
                 assert np.isfinite(sess.run(out, {x: np.ones((3, 3), np.float32)}))
-                kids[1].signal(signal.SIGSTOP)      # alive (its socket stays open) but silent
+                kids[1].freeze()      # alive (its socket stays open) but silent
                 try:
                     t = time.monotonic()
                     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)) as e:
@@ -379,7 +398,7 @@ def test_frozen_worker_fails_a_one_task_step_through_health_checks():
             with kf.Session(server.target, graph=g, config=only_task1) as sess:
                 ones = np.ones((3, 3), np.float32)
                 assert sess.run(out, {x: ones}) == 27.0
-                kids[1].signal(signal.SIGSTOP)
+                kids[1].freeze()
                 try:
                     t = time.monotonic()
                     with pytest.raises((errors.UnavailableError, errors.DeadlineExceededError)) as e:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
+import random
 import socket
 import subprocess
 import threading
@@ -20,14 +22,62 @@ def have_distributed() -> bool:
 
 
 def free_ports(n: int) -> list[int]:
-    """Returns `n` distinct TCP ports free on localhost right now."""
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    """Returns `n` distinct TCP ports free on the loopback addresses right now.
+
+    They are drawn at random below the kernel's ephemeral port range (Linux: 32768 and up), so
+    nothing else takes one before the caller binds it: a port the kernel handed out for a bind to
+    port 0, then freed, goes to the next process that binds port 0 or connects anywhere, and tests
+    running side by side (pytest -n) do that all the time. Where the range is unknown, the kernel
+    picks them (bind to port 0), as before.
+    """
+    low = _ephemeral_low()
+    if low is None or low <= _LOWEST + 1000:
+        socks = [socket.socket() for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        ports = [s.getsockname()[1] for s in socks]
+        for s in socks:
+            s.close()
+        return ports
+    rng = random.SystemRandom()
+    ports: list[int] = []
+    for _ in range(1000 * n):
+        p = rng.randrange(_LOWEST, low)
+        if p not in ports and _free_on_loopback(p):
+            ports.append(p)
+            if len(ports) == n:
+                return ports
+    raise OSError(f"no {n} free ports found in [{_LOWEST}, {low})")
+
+
+_LOWEST = 20000   # (below: well-known services' ports)
+
+
+def _ephemeral_low() -> int | None:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _free_on_loopback(port: int) -> bool:
+    """Whether a listening socket can be bound to `port` on 127.0.0.1 and (if this machine has it)
+    ::1, as a server on "localhost:port" binds both."""
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            s = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        with s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError as e:
+                if family == socket.AF_INET6 and e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                    continue   # no IPv6 loopback here
+                return False
+    return True
 
 
 class ChildProcess:
