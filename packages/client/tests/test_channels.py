@@ -34,3 +34,35 @@ def test_bind_a_port_in_use_says_so(server):
 def test_bind_an_address_not_on_this_machine_gives_grpcs_reason(server):
     with pytest.raises(errors.UnavailableError, match=r"^cannot bind 192\.0\.2\.1:0: Failed to bind"):
         channels.bind(server, "192.0.2.1", 0)   # TEST-NET-1: never a local address
+
+
+def test_bind_localhost_whose_ipv4_port_another_process_holds_fails_instead_of_serving_ipv6_alone(server):
+    """gRPC binds a name to every address it resolves to and succeeds if one bind does: a worker on
+    "localhost:P" with 127.0.0.1:P held elsewhere served on [::1]:P alone, and callers reaching
+    127.0.0.1:P talked to the other process as if it were the task (a test's "frozen" task 1 kept
+    answering)."""
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(errors.UnavailableError) as e:
+            channels.bind(server, "localhost", port)
+    assert e.value.message == f"cannot bind localhost:{port} (127.0.0.1:{port}): port {port} is already in use"
+
+
+def test_bind_localhost_serves_both_loopback_addresses():
+    from kernflow.core.testing.processes import free_ports
+    port = free_ports(1)[0]
+    s = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=1), options=channels.SERVER_OPTIONS)
+    try:
+        assert channels.bind(s, "localhost", port) == port
+        s.start()
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            if host == "::1" and not channels._bindable("::1"):
+                continue   # (no IPv6 loopback on this machine)
+            with socket.socket(family, socket.SOCK_STREAM) as c:
+                c.settimeout(5)
+                c.connect((host, port))   # accepted: this server listens there
+    finally:
+        s.stop(None)

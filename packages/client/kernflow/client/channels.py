@@ -186,19 +186,65 @@ def bind(server: grpc.Server, host: str, port: int) -> int:
         UnavailableError: naming the address; "already in use" when another socket holds the port.
         FailedPreconditionError: TLS is configured without a certificate to serve with.
     """
-    address = f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else f"{host}:{int(port)}"
+    address = _join(host, port)
     creds = security.current().server_credentials()
+    bound = 0
+    for each in _each_address(host, int(port)):
+        try:
+            got = server.add_insecure_port(each) if creds is None else server.add_secure_port(each, creds)
+        except RuntimeError as e:  # grpc's own message does not say why ("Failed to bind to address")
+            got, cause = 0, str(e)
+        else:
+            cause = ""
+        if not got:
+            if port and _in_use(each.rsplit(":", 1)[0], int(port)):
+                cause = f"port {int(port)} is already in use"
+            raise errors.UnavailableError(None, None, f"cannot bind {address}"
+                                          + (f" ({each})" if each != address else "")
+                                          + (f": {cause}" if cause else ""))
+        bound = bound or got
+    return bound
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{int(port)}" if ":" in host and not host.startswith("[") else f"{host}:{int(port)}"
+
+
+def _each_address(host: str, port: int) -> list:
+    """What to bind for ``host:port``: ``host:port`` itself, or, for a fixed port on a name that
+    resolves to several addresses (``localhost``: 127.0.0.1 and ::1), each of those it can bind.
+
+    gRPC binds a name to every address it resolves to and succeeds if one bind does: a worker on
+    "localhost:P" whose 127.0.0.1:P another process holds would serve on [::1]:P only, and callers
+    of "localhost:P" reaching 127.0.0.1 would talk to that other process as if it were the task.
+    Bound one by one, a taken address fails the start instead ("already in use"); an address this
+    machine does not have (no IPv6) is left out, as gRPC leaves it.
+    """
+    bare = host.strip("[]")
+    if not port or bare in ("", "0.0.0.0", "::"):
+        return [_join(host, port)]
+    # (gRPC resolves "localhost" to both loopback addresses itself, whatever /etc/hosts says)
+    ips = ["::1", "127.0.0.1"] if bare.lower() == "localhost" else []
     try:
-        bound = server.add_insecure_port(address) if creds is None else server.add_secure_port(address, creds)
-    except RuntimeError as e:  # grpc's own message does not say why ("Failed to bind to address")
-        bound, cause = 0, str(e)
-    else:
-        cause = ""
-    if bound:
-        return bound
-    if port and _in_use(host, int(port)):
-        cause = f"port {int(port)} is already in use"
-    raise errors.UnavailableError(None, None, f"cannot bind {address}" + (f": {cause}" if cause else ""))
+        ips += [info[4][0] for info in socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)]
+    except OSError:
+        if not ips:
+            return [_join(host, port)]
+    ips = list(dict.fromkeys(ips))
+    if len(ips) <= 1:
+        return [_join(host, port)]
+    usable = [ip for ip in ips if _bindable(ip)]
+    return [_join(ip, port) for ip in usable] or [_join(host, port)]
+
+
+def _bindable(ip: str) -> bool:
+    """Whether this machine has address `ip` (a socket can be bound to it on a free port)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((ip, 0))
+        return True
+    except OSError:
+        return False
 
 
 def _in_use(host: str, port: int) -> bool:
