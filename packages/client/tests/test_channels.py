@@ -1,6 +1,7 @@
 """`channels.bind`: a server's port, and errors that say why an address cannot be bound."""
 
 import concurrent.futures
+import contextlib
 import socket
 
 import grpc
@@ -21,11 +22,19 @@ def test_bind_port_zero_picks_a_free_port(server):
     assert channels.bind(server, "127.0.0.1", 0) > 0
 
 
-def test_bind_a_port_in_use_says_so(server):
+@contextlib.contextmanager
+def _held_port(reuse=False):
+    """A port another socket listens on (127.0.0.1), for the duration of the block."""
     with socket.socket() as held:
+        if reuse:
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         held.bind(("127.0.0.1", 0))
         held.listen()
-        port = held.getsockname()[1]
+        yield held.getsockname()[1]
+
+
+def test_bind_a_port_in_use_says_so(server):
+    with _held_port() as port:
         with pytest.raises(errors.UnavailableError) as e:
             channels.bind(server, "127.0.0.1", port)
     assert e.value.message == f"cannot bind 127.0.0.1:{port}: port {port} is already in use"
@@ -41,11 +50,7 @@ def test_bind_localhost_whose_ipv4_port_another_process_holds_fails_instead_of_s
     "localhost:P" with 127.0.0.1:P held elsewhere served on [::1]:P alone, and callers reaching
     127.0.0.1:P talked to the other process as if it were the task (a test's "frozen" task 1 kept
     answering)."""
-    with socket.socket() as held:
-        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        port = held.getsockname()[1]
+    with _held_port(reuse=True) as port:
         with pytest.raises(errors.UnavailableError) as e:
             channels.bind(server, "localhost", port)
     assert e.value.message == f"cannot bind localhost:{port} (127.0.0.1:{port}): port {port} is already in use"
