@@ -146,11 +146,6 @@ def socket_dir() -> str:
 _reader = threading.local()
 
 
-def on_reader_thread() -> bool:
-    """True on a same-host server connection's reader thread (see `_send_frame`)."""
-    return getattr(_reader, "on", False)
-
-
 def mark_reader_thread() -> None:
     """Marks this thread as a server connection's reader (see `_send_frame`)."""
     _reader.on = True
