@@ -306,3 +306,42 @@ def test_a_feed_checked_once_is_still_checked_every_run(g):
             s.run(y, {x: np.ones((1, 2), np.float32)})
         with pytest.raises(TypeError, match="not compatible|Cannot convert"):
             s.run(y, {x: "text"})
+
+
+def test_a_cached_structure_s_compiled_builder_gives_every_kind_of_result(g):
+    a, b = kf.constant(1.0, name="a"), kf.constant(np.array([1, 2], np.int32), name="b")
+    v = kf.Variable(3.0)
+    inc = v.assign_add(1.0)
+    fetches = {"x": [a, inc.op, ()], "y": (b,), "z": [], "w": {"q": [[a]], "a": a}, "v": v,
+               "n": "a:0", "op_name": "NoOp", 7: b, "t": (a, a, b)}
+    with g.as_default():
+        kf.no_op(name="NoOp")
+    with kf.Session() as s:
+        s.run(v.initializer)
+        for expected_v in (4.0, 5.0):   # the first run builds and caches the plan, the second reuses it
+            out = s.run(fetches)
+            assert set(out) == set(fetches)
+            assert out["x"][0] == 1.0 and out["x"][1] is None and out["x"][2] == ()
+            assert isinstance(out["y"], tuple) and out["y"][0].tolist() == [1, 2]
+            assert out["z"] == [] and out["w"] == {"q": [[1.0]], "a": 1.0}
+            assert out["v"] == expected_v and out["n"] == 1.0 and out["op_name"] is None
+            assert out[7].tolist() == [1, 2] and out["t"][:2] == (1.0, 1.0)
+        assert s._fetch_plan(fetches).build.__code__.co_filename == "<string>"   # generated code
+        callable_ = s.make_callable(fetches)
+        assert callable_()["v"] == 6.0 and callable_()["x"][1] is None
+
+
+def test_a_structure_of_many_leaves_or_other_containers_is_built_by_the_closures(g):
+    a, b = kf.constant(1.0), kf.constant(2.0)
+    many = [[a, b] * 200, b]                     # past the compiled builder's leaf limit
+    od = collections.OrderedDict([("b", b), ("a", a)])
+    dd = collections.defaultdict(list, {"a": a})
+    with kf.Session() as s:
+        for _ in range(2):
+            out = s.run(many)
+            assert len(out[0]) == 400 and out[0][:2] == [1.0, 2.0] and out[1] == 2.0
+            got = s.run([od, dd])
+            assert type(got[0]) is collections.OrderedDict and list(got[0].items()) == [("b", 2.0), ("a", 1.0)]
+            assert type(got[1]) is collections.defaultdict and got[1]["a"] == 1.0 and got[1]["x"] == []
+        for structure in (many, [od, dd]):
+            assert s._fetch_plan(structure).build.__code__.co_filename != "<string>"

@@ -103,6 +103,74 @@ class _FetchMapper:
         return self._build(values)
 
 
+# Fetch structures of up to this many leaves get a compiled builder (see `_compiled_build`); a
+# larger one (a list of thousands of tensors) keeps the closures, cheaper than compiling it.
+_MAX_COMPILED_LEAVES = 256
+
+
+def _compiled_build(graph, fetches, elements):
+    """``build(tensor values) -> results`` for a fetch structure of lists, tuples, namedtuples and
+    plain dicts of graph elements, compiled to one expression (``[[None, v[0]], v[1]]``), or None
+    for any other structure (the mapper's closures serve it).
+
+    It takes the values of the structure's tensors only, in `elements` order (no None slots for
+    its operations): a nested structure then costs what a flat one does, where the closures cost
+    a call per level and per leaf (a monitored session's ``[fetches, *hook requests]`` every step).
+    """
+    index, n = {}, 0
+    for el in elements:
+        if isinstance(el, _ops.Tensor):   # (the order of the plan's fetch_names)
+            index[id(el)] = n
+            n += 1
+    namespace: dict = {}
+    leaves = [0]
+
+    def expr(f):
+        t = type(f)
+        leaves[0] += 1
+        if leaves[0] > _MAX_COMPILED_LEAVES:
+            return None
+        if t is _ops.Operation:
+            return "None"
+        if t is not _ops.Tensor:
+            if t is list or t is tuple or (isinstance(f, tuple) and hasattr(f, "_fields")):
+                parts = [expr(x) for x in f]
+                if None in parts:
+                    return None
+                if t is list:
+                    return f"[{', '.join(parts)}]"
+                if t is tuple:
+                    return f"({''.join(p + ', ' for p in parts)})"
+                name = f"c{len(namespace)}"
+                namespace[name] = t
+                return f"{name}({', '.join(parts)})"
+            if t is dict:
+                items = []
+                for k, x in f.items():
+                    e = expr(x)
+                    if e is None:
+                        return None
+                    name = f"k{len(namespace)}"
+                    namespace[name] = k
+                    items.append(f"{name}: {e}")
+                return f"{{{', '.join(items)}}}"
+            if t not in _LEAVES:
+                return None   # IndexedSlices, SparseTensor, dict subclasses: the closures
+            f = graph.as_graph_element(f, allow_tensor=True, allow_operation=True)
+            if type(f) is _ops.Operation:
+                return "None"
+        i = index.get(id(f))
+        return None if i is None else f"v[{i}]"
+
+    body = expr(fetches)
+    if body is None:
+        return None
+    try:
+        return eval(f"lambda v: {body}", namespace)  # noqa: S307 - generated from the fetch structure
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+
+
 class _Uncacheable(Exception):
     """A fetch structure `_fetch_key` does not describe (names, Variables, namedtuples...)."""
 
@@ -141,9 +209,10 @@ class _FetchPlan:
     """What `Session.run` needs of a fetch structure: the names to run and how to rebuild the
     results (`build(values of fetch_names)`)."""
 
-    __slots__ = ("fetch_names", "targets", "_build", "_positions")
+    __slots__ = ("fetch_names", "targets", "build")
 
-    def __init__(self, mapper: _FetchMapper):
+    def __init__(self, mapper: _FetchMapper, graph=None, fetches=None):
+        """`graph` and `fetches` given (a plan the session caches): its builder is compiled."""
         fetch_names, targets, is_tensor = [], [], []
         for el in mapper.elements:
             tensor = isinstance(el, _ops.Tensor)
@@ -151,14 +220,20 @@ class _FetchPlan:
             (fetch_names if tensor else targets).append(el.name)
             is_tensor.append(tensor)
         self.fetch_names, self.targets = tuple(fetch_names), tuple(targets)
-        self._build = mapper.build
-        self._positions = None if all(is_tensor) else is_tensor
+        compiled = _compiled_build(graph, fetches, mapper.elements) if graph is not None else None
+        self.build = compiled or _positional_build(mapper.build, is_tensor)
 
-    def build(self, out: list):
-        if self._positions is None:
-            return self._build(out)
+
+def _positional_build(build, is_tensor):
+    """`build` (taking a value per element, None for operations) as a function of the tensors'
+    values only."""
+    if all(is_tensor):
+        return build
+
+    def with_none(out):
         it = iter(out)
-        return self._build([next(it) if t else None for t in self._positions])
+        return build([next(it) if t else None for t in is_tensor])
+    return with_none
 
 
 def _sparse_parts(k, v):
@@ -498,7 +573,7 @@ class BaseSession:
             return _FetchPlan(_FetchMapper(self._graph, fetches))
         plan = self._fetch_cache.get(key)
         if plan is None:
-            plan = _FetchPlan(_FetchMapper(self._graph, fetches))
+            plan = _FetchPlan(_FetchMapper(self._graph, fetches), self._graph, fetches)
             if len(self._fetch_cache) >= _MAX_FETCH_PLANS:
                 self._fetch_cache.clear()
             self._fetch_cache[key] = plan
@@ -517,20 +592,14 @@ class BaseSession:
         feed_names = tuple(t.name for t in feeds)
         fetch_names = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Tensor))
         targets = tuple(el.name for el in mapper.elements if isinstance(el, _ops.Operation))
-        is_tensor = [isinstance(el, _ops.Tensor) for el in mapper.elements]
         impl = self._impl
         session = self  # the callable keeps its session alive (closing it would break the callable)
         checks = [_feed_checker(t) for t in feeds]
         nfeeds, nelements = len(feeds), len(fetch_names) + len(targets)
         runner = getattr(impl, "runner", None)
         fast = runner(feed_names, fetch_names, targets) if runner is not None else None
-        build = mapper.build
-        if is_tensor == [True] * len(is_tensor):
-            shape_results = None
-        else:
-            def shape_results(out):
-                it = iter(out)
-                return [next(it) if t else None for t in is_tensor]
+        build = _compiled_build(g, fetches, mapper.elements) or _positional_build(
+            mapper.build, [isinstance(el, _ops.Tensor) for el in mapper.elements])
 
         def call(*args, options=None, run_metadata=None):
             if session._closed:
@@ -554,8 +623,7 @@ class BaseSession:
                 raise
             if t0 is not None:
                 telemetry.record_step(session._metric_attrs, t0)
-            out = [_to_user(v) for v in out]
-            return build(out if shape_results is None else shape_results(out))
+            return build([_to_user(v) for v in out])
 
         if accept_options:
             return call
