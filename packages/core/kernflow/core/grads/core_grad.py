@@ -1,10 +1,15 @@
-"""Gradients of the ops core's skeleton owns: Identity, PlaceholderWithDefault, state and updates."""
+"""Gradients of the ops core's skeleton owns: Identity, Snapshot, PlaceholderWithDefault, state and updates."""
 
 from kernflow.core.framework.gradient_registry import NotDifferentiable, RegisterGradient
 
 
 @RegisterGradient("Identity")
 def _identity_grad(op, grad):
+    return [grad]
+
+
+@RegisterGradient("Snapshot")
+def _snapshot_grad(op, grad):
     return [grad]
 
 

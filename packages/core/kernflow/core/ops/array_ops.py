@@ -29,6 +29,9 @@ register_op("PlaceholderWithDefault", inputs=["input: dtype"], outputs=["output:
             doc="Passes `input` through unless a value is fed.")
 register_op("Identity", inputs=["input: T"], outputs=["output: T"], attrs=["T: type"],
             shape_fn=common_shapes.unchanged, doc="Returns its input unchanged.")
+register_op("Snapshot", inputs=["input: T"], outputs=["output: T"], attrs=["T: type"],
+            shape_fn=common_shapes.unchanged,
+            doc="A copy of its input (the arithmetic simplification's `x + 0`).")
 # Executor-level ops: feeds, fetches and cross-device transfers.
 register_op("_Arg", outputs=["output: T"], attrs=["T: type", "index: int >= 0"],
             shape_fn=common_shapes.unknown, doc="A feed: the value at `index` of the step's call frame.")

@@ -128,11 +128,17 @@ def _assert(ctx):
     return compute
 
 
+def _snapshot(x):
+    """A copy of `x` (a numpy or device array, or a numpy scalar)."""
+    return x.copy()
+
+
 def register(registry, device_type: str) -> None:
     """Registers the device-independent kernels for `device_type`."""
     registry.register("Placeholder", device_type, _placeholder)
     registry.register("Const", device_type, _const)
     registry.register_simple("Identity", device_type, lambda x: x, forwards=True)
+    registry.register_simple("Snapshot", device_type, _snapshot)
     registry.register_simple("NoOp", device_type, lambda: None)
     # _Send moves its input to host memory itself when the receiver needs it there.
     registry.register("_Send", device_type, _send, needs_ctx=True, host_memory=("?tensor",))

@@ -29,7 +29,7 @@ from kernflow.core.framework import dtypes
 from kernflow.core.framework import errors
 from kernflow.core.framework import op_def_registry
 from kernflow.core.framework.node_def_util import parse_input
-from kernflow.core.runtime import fusion, remapper, summary_fusion
+from kernflow.core.runtime import arithmetic, fusion, remapper, summary_fusion
 from kernflow.core.runtime.feeds_fetches import place_feeds_and_fetches
 from kernflow.core.runtime.partition import partition
 from kernflow.core.runtime.placer import PlacementOptions, place
@@ -111,6 +111,8 @@ class GraphExecutionState:
         """
         pruned = prune(placed, feeds, fetches, targets, client_device=client_device)
         place_feeds_and_fetches(pruned, client_device, pull_device, incarnations)
+        pruned = arithmetic.simplify_arithmetic(pruned, devices_by_name, self._kernels,
+                                                self.jit_level, keep=targets)
         pruned = remapper.remap(pruned, devices_by_name, self._kernels, self.jit_level)
         pruned = summary_fusion.fuse_scalar_summaries(pruned, devices_by_name, self._kernels,
                                                       self.jit_level, keep=targets)

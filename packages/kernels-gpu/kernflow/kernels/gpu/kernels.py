@@ -194,7 +194,7 @@ def register(registry) -> dict:
     from kernflow.kernels.gpu import fast, generic, indexing, pooling, sparse_apply
     source: dict[str, str] = {}
     base_kernels.register(registry, DEVICE)
-    for op in ("Const", "Placeholder", "Identity", "NoOp", "_Send", "_Recv"):
+    for op in ("Const", "Placeholder", "Identity", "Snapshot", "NoOp", "_Send", "_Recv"):
         source[op] = "base"
     # 1. int32 (and random) kernels on the host, from the CPU plugin's numpy modules.
     cpu_defs = {}
