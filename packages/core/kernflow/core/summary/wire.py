@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["SummaryBytes", "summary_bytes", "event_bytes", "varint"]
+__all__ = ["SummaryBytes", "summary_bytes", "scalar_prefix", "scalar_summary", "event_bytes", "varint"]
 
 
 class SummaryBytes(bytes):
@@ -54,6 +54,24 @@ def varint(n: int) -> bytes:
 
 
 _ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_PACK_F32 = struct.Struct("<f").pack
+
+
+def scalar_prefix(tag: str) -> bytes:
+    """``Summary(value=[Value(tag=tag, simple_value=x)])`` serialized, up to x's 4 bytes.
+
+    protobuf writes fields in number order, so the float (Value field 2, fixed32, tag byte 0x15)
+    is last: a scalar summary is this prefix plus x's little-endian float32 bytes.
+    """
+    name = tag.encode("utf-8")
+    value = b"\x0a" + varint(len(name)) + name + b"\x15"      # Value: tag (field 1), simple_value
+    return b"\x0a" + varint(len(value) + 4) + value             # Summary: value (field 1)
+
+
+def scalar_summary(tag: str, value: float, prefix: bytes | None = None) -> SummaryBytes:
+    """A one-value scalar Summary (as `kf.summary.scalar` makes), serialized; `prefix` is
+    `scalar_prefix(tag)` when the caller keeps it."""
+    return summary_bytes((prefix or scalar_prefix(tag)) + _PACK_F32(value), (tag,))
 _WALL_TIME = struct.Struct("<Bd").pack             # field 1 (fixed64) with its tag byte
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from kernflow.core.framework import errors
 from kernflow.core.framework import ops as _ops
 from kernflow.core.protobuf.event_pb2 import SessionLog
-from kernflow.core.protobuf.summary_pb2 import Summary
+from kernflow.core.summary.wire import scalar_summary
 from kernflow.core.summary.writer import FileWriterCache
 from kernflow.core.train import training_util
 from kernflow.core.train.learning_rate import get_global_step
@@ -70,6 +70,9 @@ class SecondOrStepTimer:
         """Forgets the last trigger: the next `should_trigger_for_step` is True."""
         self._last_triggered_step = None
         self._last_triggered_time = None
+        # The first step that may trigger, for a step timer that has triggered (else None): the
+        # hooks compare a step with it before calling `should_trigger_for_step`, every step.
+        self.due_step = None
 
     def should_trigger_for_step(self, step) -> bool:
         """True if the timer should trigger at `step` (never twice for the same step)."""
@@ -92,6 +95,8 @@ class SecondOrStepTimer:
             elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
         self._last_triggered_time = now
         self._last_triggered_step = step
+        if self._every_secs is None and self._every_steps is not None:
+            self.due_step = step + self._every_steps
         return elapsed
 
     def last_triggered_step(self):
@@ -103,6 +108,7 @@ class NeverTriggerTimer(SecondOrStepTimer):
     """A timer that never triggers."""
 
     def __init__(self):
+        self._every_secs = self._every_steps = None
         self.reset()
 
     def should_trigger_for_step(self, step) -> bool:
@@ -241,14 +247,15 @@ class StepCounterHook(SessionRunHook):
 
     def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
         rate = elapsed_steps / elapsed_time if elapsed_time > 0 else float("inf")
-        if self._summary_writer is not None:
-            summary = Summary(value=[Summary.Value(tag=self._summary_tag, simple_value=rate)])
-            self._summary_writer.add_summary(summary, global_step)
+        if self._summary_writer is not None:   # (the bytes add_summary writes without parsing)
+            self._summary_writer.add_summary(scalar_summary(self._summary_tag, rate), global_step)
         _log.info("%s: %g", self._summary_tag, rate)
 
     def after_run(self, run_context, run_values):
         stale_global_step = int(run_values.results)   # (a numpy scalar: slower in every comparison)
-        if self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
+        due = self._timer.due_step
+        if (due is None or stale_global_step + self._steps_per_run >= due) and \
+                self._timer.should_trigger_for_step(stale_global_step + self._steps_per_run):
             global_step = int(run_context.session.run(self._global_step_tensor))
             if self._timer.should_trigger_for_step(global_step):
                 elapsed_time, elapsed_steps = self._timer.update_last_triggered_step(global_step)
@@ -310,8 +317,10 @@ class SummarySaverHook(SessionRunHook):
         self._step_only = SessionRunArgs(self._global_step_tensor)
 
     def before_run(self, run_context):
-        self._request_summary = self._next_step is None or \
-            self._timer.should_trigger_for_step(self._next_step)
+        next_step = self._next_step
+        due = self._timer.due_step
+        self._request_summary = next_step is None or (
+            (due is None or next_step >= due) and self._timer.should_trigger_for_step(next_step))
         if not self._request_summary or self._summary_writer is None:
             return self._step_only
         summary_ops = self._get_summary_op()

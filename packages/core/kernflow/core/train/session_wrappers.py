@@ -225,42 +225,25 @@ class HookedSession(_WrappedSession):
         super().__init__(sess)
         self._hooks = hooks
         self._should_stop = False
+        # What after_run gets on a step that runs without options (neither the caller nor a hook
+        # asked for any, the usual step): empty protos shared by those steps, which hooks only
+        # read (two fewer messages a step; a step with options gets its own).
+        self._no_options = config_pb2.RunOptions()
+        self._no_metadata = config_pb2.RunMetadata()
 
     def _check_stop(self) -> bool:
         return self._should_stop
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        if self.should_stop():
+        if self._should_stop or self._sess is None:   # (should_stop(): the raw session stops not)
             raise RuntimeError("Run called even after should_stop requested.")
-        # The caller's fetches first, then each hook's request (a list: cheaper to key and to
-        # rebuild every step than a dict keyed by the hooks).
-        actual_fetches = [fetches]
         # (tuple.__new__: the namedtuples' keyword constructors cost a microsecond each, per step)
         run_context = SessionRunContext(_new_tuple(SessionRunArgs, (fetches, feed_dict, None)), self._sess)
-        merged_options = config_pb2.RunOptions()
-        if options is not None:
-            merged_options.CopyFrom(options)
-        feed_dict, asked, slots = self._call_hook_before_run(run_context, actual_fetches, feed_dict,
-                                                             merged_options)
-        # Without options from the caller or a hook the step runs with none (nothing to trace or
-        # return in the metadata), and the hooks get an empty RunMetadata, as TF's would be.
-        run_options = merged_options if asked or options is not None else None
-        hooks_metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
-        outputs = self._sess.run(actual_fetches, feed_dict, run_options,
-                                 hooks_metadata if run_options is not None else run_metadata)
-        for hook, slot in zip(self._hooks, slots):
-            hook.after_run(run_context, _new_tuple(SessionRunValues, (
-                None if slot is None else outputs[slot], merged_options, hooks_metadata)))
-        self._should_stop = self._should_stop or run_context.stop_requested
-        return outputs[0]
-
-    def _call_hook_before_run(self, run_context, fetch_list, user_feed_dict, options):
-        """Appends the hooks' fetch requests to `fetch_list` and merges their options into
-        `options`; returns (the merged feeds, whether a hook asked for options, each hook's index
-        in `fetch_list` or None)."""
-        hook_feeds = {}
-        asked = False
+        # The caller's fetches first, then each hook's request (a list: cheaper to key and to
+        # rebuild every step than a dict keyed by the hooks); slots[i]: hook i's index in it.
+        actual_fetches = [fetches]
         slots = []
+        hook_feeds = merged_options = None
         for hook in self._hooks:
             request = hook.before_run(run_context)
             if request is None:
@@ -269,22 +252,49 @@ class HookedSession(_WrappedSession):
             if request.fetches is None:
                 slots.append(None)
             else:
-                slots.append(len(fetch_list))
-                fetch_list.append(request.fetches)
+                slots.append(len(actual_fetches))
+                actual_fetches.append(request.fetches)
             if request.feed_dict:
+                if hook_feeds is None:
+                    hook_feeds = {}
                 _raise_if_feeds_intersect(hook_feeds, request.feed_dict, "Same tensor is fed by two hooks.")
                 hook_feeds.update(request.feed_dict)
             if request.options:
-                _merge_run_options(options, request.options)
-                asked = True
-        if not hook_feeds:
-            return user_feed_dict, asked, slots
-        if not user_feed_dict:
-            return hook_feeds, asked, slots
-        _raise_if_feeds_intersect(user_feed_dict, hook_feeds,
-                                  "Same tensor is fed by a SessionRunHook and user.")
-        hook_feeds.update(user_feed_dict)
-        return hook_feeds, asked, slots
+                if merged_options is None:
+                    merged_options = _copy_options(options)
+                _merge_run_options(merged_options, request.options)
+        if hook_feeds:
+            if feed_dict:
+                _raise_if_feeds_intersect(feed_dict, hook_feeds,
+                                          "Same tensor is fed by a SessionRunHook and user.")
+                hook_feeds.update(feed_dict)
+            feed_dict = hook_feeds
+        if merged_options is None and options is not None:
+            merged_options = _copy_options(options)
+        if merged_options is None:
+            # No options: nothing to trace or return in the metadata, and the hooks get empty
+            # ones, as TF's would be.
+            outputs = self._sess.run(actual_fetches, feed_dict, None, run_metadata)
+            values_options = self._no_options
+            values_metadata = self._no_metadata if run_metadata is None else run_metadata
+        else:
+            values_options = merged_options
+            values_metadata = config_pb2.RunMetadata() if run_metadata is None else run_metadata
+            outputs = self._sess.run(actual_fetches, feed_dict, merged_options, values_metadata)
+        for hook, slot in zip(self._hooks, slots):
+            hook.after_run(run_context, _new_tuple(SessionRunValues, (
+                None if slot is None else outputs[slot], values_options, values_metadata)))
+        if run_context._stop_requested:
+            self._should_stop = True
+        return outputs[0]
+
+
+def _copy_options(options):
+    """A new RunOptions with `options`' fields (empty for None)."""
+    out = config_pb2.RunOptions()
+    if options is not None:
+        out.CopyFrom(options)
+    return out
 
 
 def _feed_name(key):

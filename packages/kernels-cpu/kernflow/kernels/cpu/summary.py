@@ -15,7 +15,7 @@ import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.framework import tensor_codec
-from kernflow.core.summary.wire import SummaryBytes, summary_bytes
+from kernflow.core.summary.wire import SummaryBytes, scalar_prefix, summary_bytes
 
 DEVICE = "CPU"
 
@@ -69,18 +69,6 @@ _PACK_F32 = struct.Struct("<f").pack
 _MAX_CACHED_TAGS = 256
 
 
-def _scalar_prefix(summary_pb, tag: str) -> bytes:
-    """The serialized one-value Summary for `tag` up to its simple_value's 4 float bytes.
-
-    protobuf writes fields in number order, so the float (Value field 2, fixed32) is last: a
-    scalar summary is this prefix plus the value's little-endian float32 bytes.
-    """
-    data = summary_pb(value=[summary_pb.Value(tag=tag, simple_value=0.0)]).SerializeToString()
-    if not data.endswith(b"\x15\x00\x00\x00\x00"):
-        raise AssertionError(f"unexpected Summary encoding {data!r}")
-    return data[:-4]
-
-
 def _scalar_summary(ctx):
     summary_pb = _pb().Summary
     prefixes = {}   # tag -> serialized prefix (a summary op's tag is nearly always one constant)
@@ -98,7 +86,7 @@ def _scalar_summary(ctx):
                 if len(prefixes) >= _MAX_CACHED_TAGS:
                     prefixes.clear()
                 text = _text(tag)
-                cached = prefixes[tag] = (_scalar_prefix(summary_pb, text), (text,))
+                cached = prefixes[tag] = (scalar_prefix(text), (text,))
             out = np.empty((), dtype=object)
             out[()] = summary_bytes(cached[0] + values.astype(_F32, copy=False).tobytes(), cached[1])
             return out
@@ -113,9 +101,8 @@ def _fused_scalar_summaries(ctx):
     """MergeSummary over ScalarSummary ops of scalar values with distinct constant tags (the summary
     fusion pass's node): the tags' serialized prefixes are made once, each run only appends the
     values' float32 bytes."""
-    summary_pb = _pb().Summary
     tags = tuple(_text(t) for t in ctx.get_attr("tags"))
-    prefixes = [_scalar_prefix(summary_pb, t) for t in tags]
+    prefixes = [scalar_prefix(t) for t in tags]
     nodes = [_text(n) for n in ctx.get_attr("summary_nodes")]
 
     def compute(*values):
