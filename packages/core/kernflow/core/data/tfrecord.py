@@ -108,9 +108,24 @@ class _ZlibWriter:
         self._raw.close()
 
 
+_PACK_U64 = struct.Struct("<Q").pack
+_PACK_U32 = struct.Struct("<I").pack
+# Record length -> its 12-byte header (length and the length's masked CRC): a writer's records are
+# mostly of a few sizes (an event file's scalar summaries: one), so the header costs a dict lookup.
+_HEADERS: dict = {}
+_MAX_HEADERS = 4096
+
+
 def encode_record(data: bytes) -> bytes:
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked_crc32c(n)) + data + struct.pack("<I", masked_crc32c(data))
+    """`data` framed as one TFRecord."""
+    n = len(data)
+    header = _HEADERS.get(n)
+    if header is None:
+        length = _PACK_U64(n)
+        header = length + _PACK_U32(masked_crc32c(length))
+        if len(_HEADERS) < _MAX_HEADERS:
+            _HEADERS[n] = header
+    return header + data + _PACK_U32(masked_crc32c(data))
 
 
 def read_records(f, path: str = "<file>"):
