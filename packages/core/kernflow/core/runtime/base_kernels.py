@@ -1,11 +1,13 @@
 """Kernels every device type needs, written once against the `Device` interface.
 
 A device plugin calls ``register(registry, "MYDEV")`` from its `kernflow_register_kernels` hook to
-get Const, Placeholder, Identity, NoOp and the in-process _Send/_Recv pair (which copy through host
-memory when the two ends are devices of different kinds).
+get Const, Placeholder, Identity, Snapshot, NoOp and the in-process _Send/_Recv pair (which copy
+through host memory when the two ends are devices of different kinds).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from kernflow.core.framework import errors
 from kernflow.core.runtime.rendezvous import create_key
@@ -129,7 +131,10 @@ def _assert(ctx):
 
 
 def _snapshot(x):
-    """A copy of `x` (a numpy or device array, or a numpy scalar)."""
+    """A copy of `x` (a numpy or device array, or a numpy scalar); a 0-d numpy array's is a numpy
+    scalar (immutable: the global step's read for the hooks, fetched and handed over as it is)."""
+    if type(x) is np.ndarray and x.ndim == 0:
+        return x[()]
     return x.copy()
 
 
