@@ -49,7 +49,8 @@ import time
 from kernflow.core.framework import errors
 from kernflow.core.runtime import control_flow_executor as _K
 from kernflow.core.runtime.execution import node_error
-from kernflow.core.runtime.straight_line import call_statement, exec_generated, generated_line_node
+from kernflow.core.runtime.straight_line import (
+    call_statement, deref as deref_expr, exec_generated, generated_line_node)
 
 __all__ = ["ENABLED", "CompiledLoop", "compile_loops"]
 
@@ -380,7 +381,7 @@ def _generate(plan, cf, spec, loop_node):
         name = f"c{s}" if init_vals[s] is not None else f"v{s}"
         if init_vals[s] is not None:
             g[name] = init_vals[s]
-        return f"{name}.read()" if deref else name
+        return deref_expr(name) if deref else name
 
     def variant(traced: bool):
         lines = ["def _loop(_ins, _ctx, _cm, _fid" + (", _rec" if traced else "") + "):"]

@@ -36,7 +36,8 @@ import os
 
 from kernflow.core.framework import errors
 from kernflow.core.runtime.execution import SEGMENTED, Execution, node_error
-from kernflow.core.runtime.straight_line import exec_generated, generated_line_node, node_statement
+from kernflow.core.runtime.straight_line import (
+    deref as deref_expr, exec_generated, generated_line_node, node_statement)
 
 __all__ = ["ENABLED", "SegmentedExecution", "SegmentedProgram", "can_segment", "compile_segments"]
 
@@ -196,7 +197,7 @@ def _compile_segment(plan, index, group, slot_node, is_recv, readers, pinned, in
                 only_here = readers.get(s, set()) == {index}
                 if release and only_here and s not in pinned and (s in arg_slots or s in slot_node):
                     lines.append(f"    _vals[{s}] = None")
-        return f"{name}.read()" if deref else name
+        return deref_expr(name) if deref else name
 
     for n in group:
         if is_recv[n.id]:

@@ -19,8 +19,8 @@ import weakref
 from kernflow.core.framework import errors
 from kernflow.core.runtime.execution import STRAIGHT_LINE, Execution, node_error
 
-__all__ = ["StraightLineExecution", "call_statement", "compile_straight_line", "exec_generated",
-           "generated_line_node", "node_statement"]
+__all__ = ["StraightLineExecution", "call_statement", "compile_straight_line", "deref",
+           "exec_generated", "generated_line_node", "node_statement"]
 
 
 def compile_straight_line(plan, inplace: set, release: bool = True):
@@ -55,7 +55,7 @@ def compile_straight_line(plan, inplace: set, release: bool = True):
 
     def ref(s, deref):
         name = f"c{s}" if plan._init_vals[s] is not None else f"v{s}"
-        return f"{name}.read()" if deref else name
+        return _deref(name) if deref else name
 
     for n in nodes:
         stmt, _ = node_statement(n, [ref(s, d) for s, d in zip(n.inputs, n.deref)], g, inplace)
@@ -87,6 +87,16 @@ def compile_straight_line(plan, inplace: set, release: bool = True):
     run.namespace = g
     run.line_nodes = line_node
     return run
+
+
+def deref(name: str) -> str:
+    """The generated expression for the buffer of the Var in variable `name` (a ref input read by
+    value): its `_value` without a call, `read()` (FailedPreconditionError) when it has none. A
+    Python call per read cost a training step of seven variables ~1 us more inside the step."""
+    return f"({name}._value if {name}._value is not None else {name}.read())"
+
+
+_deref = deref
 
 
 def node_statement(n, args: list, g: dict, inplace: set):
