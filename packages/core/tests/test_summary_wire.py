@@ -101,3 +101,22 @@ def test_file_writer_fast_path_writes_the_protobuf_paths_bytes(tmp_path, monkeyp
     events = [Event.FromString(r) for r in _records(fast)[1:]]
     assert [e.step for e in events] == [0, 0, 5, 1 << 33]
     assert all(e.summary.value[0].tag == "loss" for e in events)
+
+
+def test_the_writer_thread_encodes_the_step_the_caller_gave(tmp_path):
+    # A summary op's output is encoded on the writer thread; the step is taken when add_summary
+    # is called: a numpy step, even a mutable 0-d array changed afterwards, is written as it was.
+    g, _, _, m = _merged_graph()
+    with kf.Session(graph=g) as sess:
+        merged = sess.run(m)
+    step = np.array(7, np.int64)
+    with S.FileWriter(str(tmp_path)) as w:
+        w.add_summary(merged, step)
+        step[()] = 99
+        w.add_summary(merged, np.int64(8))
+        with pytest.raises((TypeError, ValueError)):
+            w.add_summary(merged, "not a step")      # fails here, not on the writer thread
+        w.add_summary(merged, 9)
+    events = [Event.FromString(r) for r in _records(str(tmp_path))[1:]]
+    assert [e.step for e in events] == [7, 8, 9]
+    assert all(e.summary == events[0].summary for e in events)

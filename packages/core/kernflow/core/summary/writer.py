@@ -4,26 +4,31 @@ An event file is a TFRecord file named ``events.out.tfevents.<seconds>.<hostname
 first record is an Event with file_version "brain.Event:2"; each later record is one Event
 (a summary, a graph, a session log, run metadata) stamped with wall_time and step.
 
-Invariants of `EventFileWriter`: callers serialize each event (protobuf's C code, or by hand for
-a summary op's output: `wire.event_bytes`) and enqueue the bytes; they never write or flush. One
-background thread owns the file: per batch it frames what it dequeues as TFRecords (CRC32C, C
-code), in order, with one `write`, and it flushes the file at least every `flush_secs`. `flush()`
-returns once every event enqueued before it is on disk; `close()` flushes, stops the thread and
-closes the file; `reopen()` starts a new file and thread. The caller does the per-event work that
-needs Python objects (a protobuf message's serialization there cost 52 us more per step on 2
-cores than on the caller: under the GIL that thread's work delays the training thread and adds
-thread switches); the thread only frames bytes, ~1.5 us an event in one batch (moving the framing
-there took `add_summary` inside a training step from 16 to 10 us, tools/bench_summaries.py).
+Invariants of `EventFileWriter`: callers serialize each event (protobuf's C code) and enqueue
+the bytes, or, for a summary op's output, enqueue (wall_time, int step, the summary's bytes); they
+never write or flush. One background thread owns the file: per batch it encodes those summary
+events by hand (`wire.event_bytes`) and frames everything it dequeues as TFRecords (CRC32C, C code),
+in order, with one `write`, and it flushes the file at least every `flush_secs`. `flush()` returns
+once every event enqueued before it is on disk; `close()` flushes, stops the thread and closes the
+file; `reopen()` starts a new file and thread.
+
+Work that needs protobuf messages stays on the caller (a message's serialization on the thread cost
+52 us more per step on 2 cores: under the GIL that thread's work delays the training thread and
+adds thread switches, with a wake-up per event as it then was). The thread's work is cheap per item
+and done in one tight batch, where its code and data stay in cache, rather than once inside each
+training step, where each call runs cold (an event's encoding there: ~1 us more per step than in
+the batch; framing moved there took `add_summary` inside a step from 16 to 10 us,
+tools/bench_summaries.py).
 
 The writer thread is woken once 64 KiB of events are pending (or at a flush, a close, or
 `flush_secs`), not for every event: under the GIL each wake-up is a thread switch that the training
 thread pays for (8 KiB -> 64 KiB took (b) of tools/bench_summaries.py, summaries every step, from
 1.079-1.092x to 1.074-1.076x the plain step). Events reach the file at the next batch, flush or
-`flush_secs` (120 s by default), as TF's reach its file at its writer's buffer flushes. The pending events play the part of the file buffer behind TF's writer thread,
-which TF writes out at its `flush_secs` flush; as in TF, `add_*` blocks only when the writer thread
-is behind (`max_queue` events after a wake-up it has not served); it never waits for disk I/O
-otherwise. Summaries made by this process's summary ops go into events without being parsed
-(`wire.SummaryBytes`).
+`flush_secs` (120 s by default), as TF's reach its file at its writer's buffer flushes: the pending
+events play the part of the file buffer behind TF's writer thread, which TF writes out at its
+`flush_secs` flush. As in TF, `add_*` blocks only when the writer thread is behind (`max_queue`
+events after a wake-up it has not served); it never waits for disk I/O otherwise. Summaries made by
+this process's summary ops go into events without being parsed (`wire.SummaryBytes`).
 """
 
 from __future__ import annotations
@@ -83,11 +88,12 @@ class _EventQueue:
         self._woken_at = None     # len(items) when the consumer was woken, until it takes them
         self._urgent = False
 
-    def put(self, item):
-        """Appends an encoded event; wakes the consumer when a batch is pending (see class doc)."""
+    def put(self, item, nbytes=None):
+        """Appends an encoded event (or a summary to encode, with its size `nbytes`); wakes the
+        consumer when a batch is pending (see class doc)."""
         items = self._items
         items.append(item)
-        self._bytes += len(item)
+        self._bytes += len(item) if nbytes is None else nbytes
         if self._bytes < self._wake_bytes:
             return
         with self._cond:
@@ -161,7 +167,11 @@ class EventFileWriter:
         while True:
             records = []
             for item in self._queue.take_all(timeout=max(0.0, next_flush - time.monotonic())):
-                if isinstance(item, bytes):
+                t = type(item)
+                if t is tuple:   # (wall_time, step, summary): a summary op's output, encoded here
+                    records.append(encode_record(event_bytes(*item)))
+                    continue
+                if t is bytes:
                     records.append(encode_record(item))
                     continue
                 self._file.write(b"".join(records))
@@ -190,6 +200,12 @@ class EventFileWriter:
         """Enqueues a serialized Event for the writer thread (ignored once closed)."""
         if not self._closed:
             self._queue.put(data)
+
+    def add_summary_event(self, wall_time: float, step, summary: bytes):
+        """Enqueues ``Event(wall_time, step, summary=<summary bytes>)`` for the writer thread to
+        encode (`wire.event_bytes`) with the rest of its batch (ignored once closed)."""
+        if not self._closed:
+            self._queue.put((wall_time, step, summary), len(summary) + 24)
 
     def flush(self):
         """Returns once every event added so far is written and the file flushed."""
@@ -265,8 +281,12 @@ class FileWriter:
         """
         if type(summary) is SummaryBytes and not summary.has_metadata:
             # A summary op's output in this process: valid by construction and with no metadata
-            # to strip, so it goes into the event as it is (the bytes protobuf would write).
-            self.event_writer.add_event_bytes(event_bytes(time.time(), global_step, summary))
+            # to strip, so it goes into the event as it is (the bytes protobuf would write),
+            # encoded by the writer thread with the rest of its batch.
+            # (The step becomes an int here: a bad one fails the caller, not the writer thread.)
+            self.event_writer.add_summary_event(
+                time.time(), global_step if global_step is None or type(global_step) is int
+                else int(global_step), summary)
             return
         if isinstance(summary, bytes):
             summary = Summary.FromString(summary)   # (bad bytes fail here, as in TF)
