@@ -254,6 +254,12 @@ def _flatten_sparse_args(args, sparse_at):
     return out
 
 
+# Fetched values returned as they are: numpy scalars (a full reduction's output, a snapshot of a
+# scalar variable) and None. Checked by type before `_to_user` is called: a call per fetched
+# value costs a monitored training step ~0.5 us inside the step.
+_AS_IS = frozenset({t for t in np.sctypeDict.values() if issubclass(t, np.generic)} | {type(None)})
+
+
 def _to_user(v):
     """Converts a fetched value to what TF1 returns: a numpy array (scalars as numpy scalars)."""
     if type(v) is np.ndarray:
@@ -532,7 +538,7 @@ class BaseSession:
             raise
         if t0 is not None:
             telemetry.record_step(self._metric_attrs, t0)
-        out = [_to_user(v) for v in values]
+        out = [v if type(v) in _AS_IS else _to_user(v) for v in values]
         if plan is None:
             return out[0]
         return plan.build(out)
@@ -623,7 +629,7 @@ class BaseSession:
                 raise
             if t0 is not None:
                 telemetry.record_step(session._metric_attrs, t0)
-            return build([_to_user(v) for v in out])
+            return build([v if type(v) in _AS_IS else _to_user(v) for v in out])
 
         if accept_options:
             return call
