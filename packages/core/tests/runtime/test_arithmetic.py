@@ -9,28 +9,16 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
+from kernflow.core.testing.rewrites import CPU, rewrites_off, run_step
 from kernflow.core.train import training_util
 
-CPU = kf.ConfigProto(device_count={"GPU": 0})
-OFF = kf.ConfigProto(device_count={"GPU": 0}, graph_options=kf.GraphOptions(
-    optimizer_options=kf.OptimizerOptions(global_jit_level=kf.OptimizerOptions.OFF)))
-
-
-def _run(graph, fetches, feeds=None, config=CPU, init=None):
-    """(values, op types of the partition graphs that ran) of one step."""
-    with kf.Session(graph=graph, config=config) as s:
-        if init is not None:
-            s.run(init)
-        meta = kf.RunMetadata()
-        out = s.run(fetches, feeds, options=kf.RunOptions(output_partition_graphs=True),
-                    run_metadata=meta)
-    return out, [nd.op for g in meta.partition_graphs for nd in g.node]
+OFF = rewrites_off()
 
 
 def _both(graph, fetches, feeds=None, init=None):
     """(values, ops) with the pass, after checking the values equal those without it."""
-    out, ops = _run(graph, fetches, feeds, init=init)
-    plain, plain_ops = _run(graph, fetches, feeds, OFF, init=init)
+    out, ops = run_step(graph, fetches, feeds, init=init)
+    plain, plain_ops = run_step(graph, fetches, feeds, OFF, init=init)
     assert "Snapshot" not in plain_ops
     for a, b in zip(out, plain):
         np.testing.assert_array_equal(a, b)

@@ -12,29 +12,12 @@ import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.ops import summary_ops
 from kernflow.core.protobuf import summary_pb2
-
-CPU = kf.ConfigProto(device_count={"GPU": 0})
-
-
-def _off():
-    return kf.ConfigProto(device_count={"GPU": 0}, graph_options=kf.GraphOptions(
-        optimizer_options=kf.OptimizerOptions(global_jit_level=kf.OptimizerOptions.OFF)))
-
-
-def _run(graph, fetches, feeds, config=None, init=None):
-    """(values, op types of the partition graphs that ran) of one step."""
-    with kf.Session(graph=graph, config=config or CPU) as s:
-        if init is not None:
-            s.run(init)
-        meta = kf.RunMetadata()
-        out = s.run(fetches, feeds, options=kf.RunOptions(output_partition_graphs=True),
-                    run_metadata=meta)
-    return out, [nd.op for g in meta.partition_graphs for nd in g.node]
+from kernflow.core.testing.rewrites import CPU, rewrites_off, run_step
 
 
 def _compare(graph, fetches, feeds, init=None):
-    fused, ops = _run(graph, fetches, feeds, init=init)
-    plain, plain_ops = _run(graph, fetches, feeds, _off(), init=init)
+    fused, ops = run_step(graph, fetches, feeds, init=init)
+    plain, plain_ops = run_step(graph, fetches, feeds, rewrites_off(), init=init)
     assert "_FusedScalarSummaries" not in plain_ops
     for a, b in zip(fused if isinstance(fused, list) else [fused],
                     plain if isinstance(plain, list) else [plain]):
@@ -100,7 +83,7 @@ def test_a_fetched_summary_a_duplicate_or_a_fed_tag_leaves_the_merge_alone():
     assert [v.tag for v in summary_pb2.Summary.FromString(m).value] == ["a", "b"]
     # A duplicate tag: MergeSummary reports it, as without the pass.
     with pytest.raises(errors.InvalidArgumentError, match="Duplicate tag d found in summary inputs"):
-        _run(g, dup, {x: 2.0})
+        run_step(g, dup, {x: 2.0})
     # A tag that is not a constant: left to the unfused kernels.
     out, ops = _compare(g, fed, {x: 2.0, tag: "fed"})
     assert "_FusedScalarSummaries" not in ops
@@ -115,9 +98,9 @@ def test_a_non_scalar_value_fails_as_scalar_summary_does_naming_its_node():
         kf.summary.scalar("bad", x)
         merged = kf.summary.merge_all()
     msgs = []
-    for config in (CPU, _off()):
+    for config in (CPU, rewrites_off()):
         with pytest.raises(errors.InvalidArgumentError) as e:
-            _run(g, merged, {x: np.ones(3, np.float32)}, config)
+            run_step(g, merged, {x: np.ones(3, np.float32)}, config)
         msgs.append(e.value.message)
     want = "ScalarSummary node bad: tags and values are not the same shape: [] != [3]"
     assert all(want in m for m in msgs), msgs
