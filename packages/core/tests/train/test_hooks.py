@@ -31,8 +31,13 @@ def test_second_or_step_timer_by_steps():
     assert timer.should_trigger_for_step(3)
     elapsed_secs, elapsed_steps = timer.update_last_triggered_step(4)
     assert elapsed_steps == 4 and elapsed_secs >= 0 and timer.last_triggered_step() == 4
+    # due_step: the first step that may trigger (the hooks skip the call before it)
+    assert timer.due_step == 7 and not timer.should_trigger_for_step(6) and timer.should_trigger_for_step(7)
     timer.reset()
-    assert timer.should_trigger_for_step(4)
+    assert timer.due_step is None and timer.should_trigger_for_step(4)
+    by_secs = kf.train.SecondOrStepTimer(every_secs=10)
+    by_secs.update_last_triggered_step(1)
+    assert by_secs.due_step is None      # seconds: every step asks should_trigger_for_step
 
 
 def test_second_or_step_timer_by_seconds(monkeypatch):

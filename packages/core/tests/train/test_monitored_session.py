@@ -138,6 +138,34 @@ def test_run_options_are_merged(model):
         assert len(metadata.step_stats.dev_stats) > 0
 
 
+def test_hooks_get_empty_options_on_plain_steps_and_the_traced_metadata_on_traced_ones(model):
+    class TraceEveryOther(kf.train.SessionRunHook):
+        def __init__(self):
+            self.n, self.values = 0, []
+
+        def before_run(self, run_context):
+            self.n += 1
+            if self.n % 2 == 0:
+                return kf.train.SessionRunArgs(None, options=kf.RunOptions(
+                    trace_level=kf.RunOptions.FULL_TRACE))
+            return None
+
+        def after_run(self, run_context, run_values):
+            self.values.append(run_values)
+    hook = TraceEveryOther()
+    with kf.train.MonitoredSession(hooks=[hook]) as sess:
+        for _ in range(4):
+            sess.run(model.train_op)
+    plain, traced = hook.values[0::2], hook.values[1::2]
+    for v in plain:   # no options asked: empty protos (shared by such steps)
+        assert v.options.ByteSize() == 0 and v.run_metadata.ByteSize() == 0
+    for v in traced:  # each traced step: its own metadata, with the step's stats
+        assert v.options.trace_level == kf.RunOptions.FULL_TRACE
+        assert len(v.run_metadata.step_stats.dev_stats) > 0
+    assert traced[0].run_metadata is not traced[1].run_metadata
+    assert plain[1].run_metadata.ByteSize() == 0    # a traced step left the plain steps' empty
+
+
 def test_request_stop_and_run_after_stop(model):
     class StopAfterTwo(kf.train.SessionRunHook):
         def __init__(self):
