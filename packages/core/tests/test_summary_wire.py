@@ -120,3 +120,11 @@ def test_the_writer_thread_encodes_the_step_the_caller_gave(tmp_path):
     events = [Event.FromString(r) for r in _records(str(tmp_path))[1:]]
     assert [e.step for e in events] == [7, 8, 9]
     assert all(e.summary == events[0].summary for e in events)
+
+
+@pytest.mark.parametrize("tag", ["loss", "global_step/sec", "x" * 200, "ü/é"])
+@pytest.mark.parametrize("value", [0.0, 1.5, -3.25e10, float("inf"), float("nan"), 1e39, -1e39])
+def test_scalar_summary_bytes_equal_protobuf(tag, value):
+    ref = S.Summary(value=[S.Summary.Value(tag=tag, simple_value=value)]).SerializeToString()
+    got = wire.scalar_summary(tag, value)
+    assert got == ref and got.tags == (tag,) and not got.has_metadata

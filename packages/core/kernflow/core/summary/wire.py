@@ -71,7 +71,11 @@ def scalar_prefix(tag: str) -> bytes:
 def scalar_summary(tag: str, value: float, prefix: bytes | None = None) -> SummaryBytes:
     """A one-value scalar Summary (as `kf.summary.scalar` makes), serialized; `prefix` is
     `scalar_prefix(tag)` when the caller keeps it."""
-    return summary_bytes((prefix or scalar_prefix(tag)) + _PACK_F32(value), (tag,))
+    try:
+        data = _PACK_F32(value)
+    except OverflowError:   # beyond float32: infinity, as protobuf stores it
+        data = _PACK_F32(float("inf") if value > 0 else float("-inf"))
+    return summary_bytes((prefix or scalar_prefix(tag)) + data, (tag,))
 _WALL_TIME = struct.Struct("<Bd").pack             # field 1 (fixed64) with its tag byte
 
 

@@ -171,7 +171,7 @@ class EventFileWriter:
                 if t is tuple:   # (wall_time, step, summary): a summary op's output, encoded here
                     records.append(encode_record(event_bytes(*item)))
                     continue
-                if t is bytes:
+                if t is bytes or isinstance(item, (bytes, bytearray)):
                     records.append(encode_record(item))
                     continue
                 self._file.write(b"".join(records))
