@@ -53,9 +53,9 @@ def compile_straight_line(plan, inplace: set, release: bool = True):
         if v is not None:
             g[f"c{s}"] = v
 
-    def ref(s, deref):
+    def ref(s, by_value):
         name = f"c{s}" if plan._init_vals[s] is not None else f"v{s}"
-        return _deref(name) if deref else name
+        return deref(name) if by_value else name
 
     for n in nodes:
         stmt, _ = node_statement(n, [ref(s, d) for s, d in zip(n.inputs, n.deref)], g, inplace)
@@ -95,8 +95,6 @@ def deref(name: str) -> str:
     Python call per read cost a training step of seven variables ~1 us more inside the step."""
     return f"({name}._value if {name}._value is not None else {name}.read())"
 
-
-_deref = deref
 
 
 def node_statement(n, args: list, g: dict, inplace: set):

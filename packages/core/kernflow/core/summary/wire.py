@@ -68,14 +68,13 @@ def scalar_prefix(tag: str) -> bytes:
     return b"\x0a" + varint(len(value) + 4) + value             # Summary: value (field 1)
 
 
-def scalar_summary(tag: str, value: float, prefix: bytes | None = None) -> SummaryBytes:
-    """A one-value scalar Summary (as `kf.summary.scalar` makes), serialized; `prefix` is
-    `scalar_prefix(tag)` when the caller keeps it."""
+def scalar_summary(tag: str, value: float) -> SummaryBytes:
+    """A one-value scalar Summary (as `kf.summary.scalar` makes), serialized."""
     try:
         data = _PACK_F32(value)
     except OverflowError:   # beyond float32: infinity, as protobuf stores it
         data = _PACK_F32(float("inf") if value > 0 else float("-inf"))
-    return summary_bytes((prefix or scalar_prefix(tag)) + data, (tag,))
+    return summary_bytes(scalar_prefix(tag) + data, (tag,))
 _WALL_TIME = struct.Struct("<Bd").pack             # field 1 (fixed64) with its tag byte
 
 
