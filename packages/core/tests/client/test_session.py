@@ -345,3 +345,41 @@ def test_a_structure_of_many_leaves_or_other_containers_is_built_by_the_closures
             assert type(got[1]) is collections.defaultdict and got[1]["a"] == 1.0 and got[1]["x"] == []
         for structure in (many, [od, dd]):
             assert s._fetch_plan(structure).build.__code__.co_filename != "<string>"
+
+
+def test_a_variable_reader_reads_the_current_buffer_without_a_step(g):
+    step = kf.train.get_or_create_global_step()
+    inc = kf.assign_add(step, 3)
+    c = kf.constant(1.0, name="c")
+    with kf.Session() as s:
+        read = s._variable_reader(step.op.name)
+        with pytest.raises(errors.FailedPreconditionError, match="uninitialized value global_step"):
+            read()   # (its kernel has not run: no Var exists yet)
+        s.run(step.initializer)
+        assert int(read()) == 0
+        s.run(inc)
+        buf = read()
+        assert int(buf) == 3 and buf.dtype == np.int64
+        s.run(inc)
+        assert int(read()) == 6 and int(buf) == 6   # the variable's own buffer, updated in place
+        # Not a ref variable of the graph: no reader (the caller fetches instead).
+        assert s._variable_reader(c.op.name) is None
+        assert s._variable_reader("no_such_op") is None
+        # A reset drops the Var: the reader finds the new one, uninitialized until assigned again.
+        kf.Session.reset("")
+        with pytest.raises(errors.FailedPreconditionError, match="uninitialized value global_step"):
+            read()
+        s.run(step.initializer)
+        s.run(inc)
+        assert int(read()) == 3
+    assert s._variable_reader(step.op.name) is None   # closed
+
+
+def test_no_variable_reader_for_a_variable_in_device_memory(g, monkeypatch):
+    v = kf.Variable(1, dtype=kf.int64, name="v")
+    with kf.Session() as s:
+        s.run(v.initializer)
+        assert s._variable_reader("v") is not None
+        for d in s._impl.devices:   # (as a GPU's: its buffer would be a device array)
+            monkeypatch.setattr(d, "has_device_memory", True, raising=False)
+        assert s._variable_reader("v") is None

@@ -34,3 +34,14 @@ def model():
     m = _build_model()
     with m.graph.as_default():
         yield m
+
+
+@pytest.fixture(params=["read", "fetch"])
+def step_reading(request, monkeypatch):
+    """Runs a test both ways the global-step hooks learn the step: "read" (the embedded session
+    reads the variable after each step, nothing fetched) and "fetch" (TF's way, the read tensor
+    fetched in every step: what a session without `_variable_reader` gets)."""
+    if request.param == "fetch":
+        from kernflow.core.train import training_util
+        monkeypatch.setattr(training_util, "global_step_reader", lambda session, graph=None: None)
+    return request.param

@@ -59,7 +59,7 @@ def test_second_or_step_timer_arguments():
 
 
 # ---------------------------------------------------------------------------- StopAtStepHook
-def test_stop_at_step_hook(model):
+def test_stop_at_step_hook(model, step_reading):
     with pytest.raises(ValueError, match="One of num_steps or last_step"):
         kf.train.StopAtStepHook()
     with pytest.raises(ValueError, match="Only one of"):
@@ -106,7 +106,7 @@ def test_logging_tensor_hook_formatter_and_arguments(model, caplog):
         kf.train.LoggingTensorHook([model.loss], every_n_iter=0)
 
 
-def test_step_counter_hook_logs_steps_per_second(model, caplog):
+def test_step_counter_hook_logs_steps_per_second(model, caplog, step_reading):
     with pytest.raises(ValueError, match="exactly one of every_n_steps and every_n_secs"):
         kf.train.StepCounterHook(every_n_steps=None)
     with caplog.at_level(logging.INFO, logger=LOGGER):
@@ -183,7 +183,7 @@ class Listener(kf.train.CheckpointSaverListener):
         self.events.append(("end", int(global_step_value)))
 
 
-def test_checkpoint_saver_hook_save_steps_and_listener(model, tmp_path):
+def test_checkpoint_saver_hook_save_steps_and_listener(model, tmp_path, step_reading):
     d = str(tmp_path)
     listener = Listener()
     hooks = [kf.train.CheckpointSaverHook(d, save_steps=3, listeners=[listener]),
@@ -200,7 +200,7 @@ def test_checkpoint_saver_hook_save_steps_and_listener(model, tmp_path):
     assert os.path.exists(os.path.join(d, "graph.pbtxt"))
 
 
-def test_checkpoint_saver_listener_requests_stop(model, tmp_path):
+def test_checkpoint_saver_listener_requests_stop(model, tmp_path, step_reading):
     listener = Listener(stop_at=2)
     hook = kf.train.CheckpointSaverHook(str(tmp_path), save_steps=2, listeners=[listener],
                                         checkpoint_basename="m", save_graph_def=False)

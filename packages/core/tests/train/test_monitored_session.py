@@ -264,6 +264,9 @@ class _FlakySession:
     def close(self):
         self._sess.close()
 
+    def _variable_reader(self, op_name):
+        return self._sess._variable_reader(op_name)
+
 
 class FlakyCreator(kf.train.SessionCreator):
     """Wraps a creator: the first session fails with `error` on its `fail_at`-th hooked run."""
@@ -286,7 +289,8 @@ class StartStep(kf.train.SessionRunHook):
 
 
 @pytest.mark.parametrize("error_cls", [errors.AbortedError, errors.UnavailableError])
-def test_recovers_from_preemption_errors(model, tmp_path, caplog, error_cls):
+def test_recovers_from_preemption_errors(model, tmp_path, caplog, error_cls, step_reading):
+    # ("read": the global-step hooks read each new session's variable, not the closed one's)
     d = str(tmp_path)
     creator = FlakyCreator(kf.train.ChiefSessionCreator(checkpoint_dir=d),
                            error_cls(None, None, "ps task went away"), fail_at=5)

@@ -42,7 +42,7 @@ def _train(sess, op, fetch, steps):
     return [sess.run([op, fetch])[1] for _ in range(steps)]
 
 
-def test_summary_saver_hook_writes_start_and_every_n_steps(model, tmp_path):
+def test_summary_saver_hook_writes_start_and_every_n_steps(model, tmp_path, step_reading):
     summary = kf.summary.scalar("mse", model.loss)
     hook = kf.train.SummarySaverHook(save_steps=2, output_dir=str(tmp_path), summary_op=summary)
     with kf.train.MonitoredSession(hooks=[hook]) as sess:
@@ -102,7 +102,7 @@ def test_summary_saver_hook_without_a_writer_fetches_nothing(model):
     assert isinstance(args.fetches, kf.Tensor) and args.fetches.op.name.startswith("global_step"), args
 
 
-def test_step_counter_hook_writes_global_step_per_second(model, tmp_path):
+def test_step_counter_hook_writes_global_step_per_second(model, tmp_path, step_reading):
     hook = kf.train.StepCounterHook(every_n_steps=2, output_dir=str(tmp_path))
     with kf.train.MonitoredSession(hooks=[hook]) as sess:
         _train(sess, model.train_op, model.loss, 7)
@@ -111,7 +111,7 @@ def test_step_counter_hook_writes_global_step_per_second(model, tmp_path):
     assert all(rate > 0 for _, rate in rates)
 
 
-def test_checkpoint_saver_hook_writes_graph_meta_graph_and_checkpoint_logs(model, tmp_path):
+def test_checkpoint_saver_hook_writes_graph_meta_graph_and_checkpoint_logs(model, tmp_path, step_reading):
     d = str(tmp_path)
     hook = kf.train.CheckpointSaverHook(d, save_steps=3)
     with kf.train.MonitoredSession(hooks=[hook]) as sess:
@@ -137,7 +137,7 @@ def test_checkpoint_saver_hook_without_graph_def_writes_only_checkpoint_logs(mod
     assert not [e for e in events if e.meta_graph_def]
 
 
-def test_monitored_training_session_saves_summaries(model, tmp_path):
+def test_monitored_training_session_saves_summaries(model, tmp_path, step_reading):
     kf.summary.scalar("mse", model.loss)
     with kf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=2,
                                            log_step_count_steps=2, save_checkpoint_steps=100,
@@ -149,6 +149,52 @@ def test_monitored_training_session_saves_summaries(model, tmp_path):
     assert [s for s, _ in _scalars(events, "global_step/sec")] == [3, 5]
     logs = [(s, status) for s, status, _ in _session_logs(events)]
     assert logs[0] == (0, CHECKPOINT) and (1, START) in logs and logs[-1] == (5, CHECKPOINT)
+
+
+def _flat(fetches):
+    if isinstance(fetches, dict):
+        fetches = list(fetches.values())
+    if isinstance(fetches, (list, tuple)):
+        return [x for f in fetches for x in _flat(f)]
+    return [fetches]
+
+
+def test_the_global_step_hooks_fetch_it_only_where_the_session_cannot_read_it(model, tmp_path,
+                                                                            step_reading, monkeypatch):
+    from kernflow.core.train import training_util
+    kf.summary.scalar("mse", model.loss)
+    read_tensor = training_util.get_or_create_global_step_read()
+    calls = []
+    with kf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_summaries_steps=3,
+                                           log_step_count_steps=3, save_checkpoint_steps=4,
+                                           hooks=[kf.train.StopAtStepHook(last_step=7)]) as sess:
+        run = kf.Session.run
+
+        def recording_run(self, fetches, *args, **kwargs):
+            calls.append(_flat(fetches))
+            return run(self, fetches, *args, **kwargs)
+        monkeypatch.setattr(kf.Session, "run", recording_run)   # (the steps from here on)
+        while not sess.should_stop():
+            sess.run(model.train_op)
+        monkeypatch.undo()
+    steps = [c for c in calls if model.train_op in c]
+    assert len(steps) == 7   # StopAtStepHook stopped at the global step 7 either way
+    summaries = [i + 1 for i, c in enumerate(steps)   # (the scaffold's merged summary op)
+                 if any(f.op.type == "MergeSummary" for f in c if isinstance(f, kf.Tensor))]
+    assert summaries == [1, 4, 7]
+    others = [c for c in calls if model.train_op not in c]
+    saves = [c for c in others if all(isinstance(f, str) for f in c)]   # (Saver.save's names)
+    assert len(saves) == 1   # at the global step 4 (0 at creation, 7 in end(): not recorded)
+    if step_reading == "read":   # nothing but the caller's op and, every 3 steps, the summary
+        assert all(read_tensor not in c for c in calls)
+        assert others == saves   # and no second run for the step's value after the update
+    else:                        # TF's way: the read in every step, re-read before acting
+        assert all(read_tensor in c for c in steps)
+        assert len(others) > 1 and all(c == [read_tensor] for c in others if c not in saves)
+    events = _events(tmp_path)
+    assert [s for s, _ in _scalars(events, "mse")] == [1, 4, 7]
+    assert [s for s, _ in _scalars(events, "global_step/sec")] == [4, 7]
+    assert kf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-7")
 
 
 def test_monitored_training_session_summary_dir_and_defaults(make_model, tmp_path):

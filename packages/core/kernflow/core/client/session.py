@@ -459,6 +459,13 @@ class BaseSession:
             self._closed = True
             self._impl.close()
 
+    def _variable_reader(self, op_name: str):
+        """fn() -> the current buffer of variable `op_name` without running a step, when the
+        runtime can read it so (the embedded one, for a ref variable in host memory), else None.
+        See `DirectSession.variable_reader`."""
+        reader = getattr(self._impl, "variable_reader", None)
+        return None if reader is None or self._closed else reader(op_name)
+
     def as_default(self):
         """Makes this the default session (for `Tensor.eval`/`Operation.run`) in a `with` block."""
         return _as_default(self)

@@ -215,6 +215,44 @@ class DirectSession:
             with self._lock:
                 self._inflight.discard(rdv)
 
+    def variable_reader(self, op_name: str):
+        """fn() -> the current buffer of the ref variable `op_name`, read without running a step,
+        or None when this session cannot read it so (not a VariableV2 of its graph, or placed on a
+        device with memory of its own).
+
+        The buffer is the variable's own (update kernels change it in place): a caller copies
+        what it keeps. fn raises FailedPreconditionError while the variable is uninitialized.
+        The monitored session's hooks read the global step after each step through it instead of
+        fetching it in every step (`training_util.global_step_reader`).
+        """
+        with self._lock:
+            if self._closed:
+                return None
+            gd = self._placed_graph_def()
+        node = next((n for n in gd.node if n.name == op_name), None)
+        if node is None or node.op != "VariableV2":
+            return None
+        device = self._by_name.get(node.device)
+        if device is None or getattr(device, "has_device_memory", False):
+            return None
+        container = node.attr["container"].s.decode()
+        name = node.attr["shared_name"].s.decode() or op_name
+        mgr = device.resource_mgr
+        cached = [None, -1]   # (the Var, the resource generation it was looked up in)
+
+        def read():
+            var, generation = cached
+            if generation != mgr.generation:
+                generation = mgr.generation
+                try:
+                    var = mgr.lookup(container, name)
+                except errors.NotFoundError:   # (its kernel has not run: never initialized)
+                    raise errors.FailedPreconditionError(
+                        None, op_name, f"Attempting to use uninitialized value {op_name}") from None
+                cached[0], cached[1] = var, generation
+            return var.read()
+        return read
+
     # ------------------------------------------------------------------ management
     def list_devices(self):
         return [d.attributes() for d in self.devices]
