@@ -89,7 +89,7 @@ def global_step_reader(session, graph=None):
 
     Args:
         session: the raw session the hook got in `after_create_session`.
-        graph: the graph of the global step (default: the default graph).
+        graph: the graph of the global step (default: the session's graph).
 
     Returns:
         The reader, or None. The reader raises FailedPreconditionError while the global step is
