@@ -209,7 +209,7 @@ def test_kernflow_register_servers(with_plugin):
     cluster = {"w": ["h:1", "h:2"]}
     with kf.train.Server(cluster, job_name="w", task_index=1, protocol="test-loop") as server:
         assert server.target == "loop://h:2"
-        assert server.server_def["protocol"] == "test-loop" and server.server_def["task_index"] == 1
+        assert server.server_def.protocol == "test-loop" and server.server_def.task_index == 1
         assert server.cluster_spec == cluster
         server.join(0.1)
     server.stop()  # idempotent: the plugin's server is stopped once

@@ -34,8 +34,9 @@ def test_cluster_spec_from_lists_and_dicts():
     assert spec.task_address("ps", 3) == "p3:2222"
     assert spec.job_tasks("ps") == [None, "p1:2222", None, "p3:2222"]
     assert spec.as_dict() == {"worker": ["w0:2222", "w1:2222"], "ps": {1: "p1:2222", 3: "p3:2222"}}
-    assert spec.as_cluster_def() == {"job": [{"name": "ps", "tasks": {1: "p1:2222", 3: "p3:2222"}},
-                                             {"name": "worker", "tasks": {0: "w0:2222", 1: "w1:2222"}}]}
+    cluster_def = spec.as_cluster_def()
+    assert [(j.name, dict(j.tasks)) for j in cluster_def.job] == [
+        ("ps", {1: "p1:2222", 3: "p3:2222"}), ("worker", {0: "w0:2222", 1: "w1:2222"})]
     assert ClusterSpec(spec.as_cluster_def()) == spec
     assert ClusterSpec(spec) == spec and spec == spec.as_dict()
     assert spec != ClusterSpec({"worker": ["w0:2222"]})
@@ -229,7 +230,7 @@ def test_server_def_dict_and_start_later():
     server = Server({"cluster": {"local": [f"localhost:{port}"]}, "job_name": "local", "task_index": 0},
                     start=False)
     try:
-        assert server.server_def["job_name"] == "local"
+        assert server.server_def.job_name == "local"
         assert server.cluster_spec.task_address("local", 0) == f"localhost:{port}"
         server.start()
         server.start()

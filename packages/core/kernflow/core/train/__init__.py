@@ -3,7 +3,7 @@ batching, monitored sessions and hooks, the Supervisor and SyncReplicasOptimizer
 
 from kernflow.core.train.learning_rate import *  # noqa: F403
 from kernflow.core.train.optimizer import Optimizer
-from kernflow.core.train.server_lib import ClusterSpec, Server
+from kernflow.core.train.server_lib import ClusterDef, ClusterSpec, JobDef, Server, ServerDef
 from kernflow.core.train.coordinator import Coordinator, LooperThread
 from kernflow.core.train.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from kernflow.core.train.input import batch, batch_join, shuffle_batch, shuffle_batch_join

@@ -1,7 +1,8 @@
 """`kf.train.ClusterSpec` and `kf.train.Server`: TF1's in-process cluster servers.
 
 A `ClusterSpec` names the tasks of a cluster: ``{"ps": ["host0:2222"], "worker": ["host1:2222",
-"host2:2222"]}`` (or ``{job: {task index: address}}`` for sparse jobs). A `Server` is one task of it:
+"host2:2222"]}`` (or ``{job: {task index: address}}`` for sparse jobs); its protobuf form is a
+`ClusterDef`, and a `ServerDef` adds the task a server is. A `Server` is one task of it:
 it serves, on the task's port, the worker service (running the partitions of any master's steps on
 this task's devices) and a master service whose workers are every task of the cluster, so
 ``kf.Session(server.target)`` (or ``"grpc://"`` + any task's address) runs steps on the cluster.
@@ -16,7 +17,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ClusterSpec", "Server"]
+from kernflow.core.protobuf.cluster_pb2 import ClusterDef, JobDef
+from kernflow.core.protobuf.config_pb2 import ConfigProto
+from kernflow.core.protobuf.tensorflow_server_pb2 import ServerDef
+
+__all__ = ["ClusterSpec", "Server", "ClusterDef", "JobDef", "ServerDef"]
 
 _JOB_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -26,7 +31,7 @@ class ClusterSpec:
 
     Args:
         cluster: a dict ``{job name: [address, ...]}`` (task i at position i) or ``{job name:
-            {task index: address}}``; another `ClusterSpec`; or the dict `as_cluster_def` returns.
+            {task index: address}}``; another `ClusterSpec`; or a `ClusterDef` proto.
 
     Raises:
         TypeError: for anything else. ValueError: for a malformed job name, task index or address.
@@ -36,11 +41,11 @@ class ClusterSpec:
         if isinstance(cluster, ClusterSpec):
             self._cluster = {j: dict(t) for j, t in cluster._cluster.items()}
             return
-        if not isinstance(cluster, dict):
+        if isinstance(cluster, ClusterDef):
+            cluster = _cluster_def_to_dict(cluster)
+        elif not isinstance(cluster, dict):
             raise TypeError("ClusterSpec needs a dict mapping job names to lists or dicts of "
-                            f"addresses, a ClusterSpec, or a cluster def; got {type(cluster).__name__}")
-        if set(cluster) == {"job"} and isinstance(cluster["job"], (list, tuple)):
-            cluster = {j["name"]: dict(j.get("tasks", {})) for j in cluster["job"]}
+                            f"addresses, a ClusterSpec, or a ClusterDef; got {type(cluster).__name__}")
         self._cluster = {}
         for job, tasks in cluster.items():
             if not isinstance(job, str) or not _JOB_NAME.match(job):
@@ -142,27 +147,88 @@ class ClusterSpec:
                 out[job] = dict(sorted(tasks.items()))
         return out
 
-    def as_cluster_def(self) -> dict:
-        """Returns the cluster as a ClusterDef-shaped dict: ``{"job": [{"name", "tasks"}]}``."""
-        return {"job": [{"name": j, "tasks": dict(sorted(self._cluster[j].items()))} for j in self.jobs]}
+    def as_cluster_def(self) -> ClusterDef:
+        """Returns the cluster as a `ClusterDef` proto, its jobs sorted by name."""
+        return ClusterDef(job=[JobDef(name=j, tasks=self._cluster[j]) for j in self.jobs])
 
     def task_names(self) -> list[str]:
         """Returns every task's name, ``/job:J/replica:0/task:I``, in job then index order."""
         return [f"/job:{j}/replica:0/task:{i}" for j in self.jobs for i in sorted(self._cluster[j])]
 
 
-def _split_server_def(server_or_cluster_def, job_name, task_index, protocol, config):
-    """Accepts a ClusterSpec, a cluster dict, or a ServerDef-shaped dict (with a "cluster" key)."""
-    d = server_or_cluster_def
-    if isinstance(d, dict) and "cluster" in d and (
-            isinstance(d["cluster"], ClusterSpec) or
-            (isinstance(d["cluster"], dict) and all(isinstance(k, str) for k in d["cluster"]))):
-        job_name = job_name if job_name is not None else d.get("job_name") or None
-        task_index = task_index if task_index is not None else d.get("task_index")
-        protocol = d.get("protocol") or protocol
+def _cluster_def_to_dict(cluster_def: ClusterDef) -> dict:
+    out = {}
+    for job in cluster_def.job:
+        if job.name in out:
+            raise ValueError(f"Duplicate job name {job.name!r} in the ClusterDef")
+        out[job.name] = dict(job.tasks)
+    return out
+
+
+def _server_def_fields(d, job_name, task_index, protocol, config):
+    """(cluster, job_name, task_index, protocol, config, port) of a `ServerDef` or a dict with
+    its fields; the arguments that are not None take precedence, as TF's."""
+    if isinstance(d, ServerDef):
+        if config is None and d.HasField("default_session_config"):
+            config = d.default_session_config
+        fields = (d.cluster, d.job_name, d.task_index, d.protocol, d.port)
+    else:
         config = config if config is not None else d.get("default_session_config")
-        d = d["cluster"]
-    return ClusterSpec(d), job_name, task_index, protocol or "grpc", config
+        fields = (d["cluster"], d.get("job_name"), d.get("task_index"), d.get("protocol"), d.get("port"))
+    cluster, def_job, def_task, def_protocol, port = fields
+    return (cluster, job_name if job_name is not None else def_job or None,
+            task_index if task_index is not None else def_task,
+            protocol if protocol is not None else def_protocol or None, config, port or 0)
+
+
+def _is_server_def_dict(d) -> bool:
+    return isinstance(d, dict) and "cluster" in d and (
+        isinstance(d["cluster"], (ClusterSpec, ClusterDef)) or
+        (isinstance(d["cluster"], dict) and all(isinstance(k, str) for k in d["cluster"])))
+
+
+def _split_server_def(server_or_cluster_def, job_name, task_index, protocol, config):
+    """(ClusterSpec, job_name, task_index, protocol, config, port) of what `Server` was given: a
+    `ServerDef`, a dict of its fields (with a "cluster" key), or anything `ClusterSpec` takes."""
+    d, port = server_or_cluster_def, 0
+    if isinstance(d, ServerDef) or _is_server_def_dict(d):
+        d, job_name, task_index, protocol, config, port = _server_def_fields(
+            d, job_name, task_index, protocol, config)
+    try:
+        cluster = ClusterSpec(d)
+    except TypeError:
+        raise TypeError("Could not convert server_or_cluster_def to a ServerDef or a ClusterSpec: "
+                        f"got {type(server_or_cluster_def).__name__}") from None
+    if config is not None and not isinstance(config, ConfigProto):
+        raise TypeError(f"Server config must be a ConfigProto, got {type(config).__name__}")
+    return cluster, job_name, task_index, protocol or "grpc", config, port
+
+
+def _this_task(cluster: ClusterSpec, job_name, task_index) -> tuple[str, int]:
+    """(job_name, task_index), inferred where the cluster leaves one choice (TF's rule)."""
+    if job_name is None:
+        if len(cluster.jobs) != 1:
+            raise ValueError(f"Must specify an explicit job_name: the cluster has jobs {cluster.jobs}")
+        job_name = cluster.jobs[0]
+    if task_index is None:
+        indices = cluster.task_indices(job_name)
+        if len(indices) != 1:
+            raise ValueError(f"Must specify an explicit task_index: job {job_name!r} has tasks "
+                             f"{indices}")
+        task_index = indices[0]
+    if isinstance(task_index, bool) or not isinstance(task_index, (int, str)) or \
+            (isinstance(task_index, str) and not task_index.isdigit()):
+        raise TypeError(f"task_index must be an int, got {task_index!r}")
+    cluster.task_address(job_name, task_index)   # (ValueError for a job or task it lacks)
+    return job_name, int(task_index)
+
+
+def _with_port(cluster: ClusterSpec, job_name: str, task_index: int, port: int) -> ClusterSpec:
+    """`cluster` with the port of one task's address replaced (a ServerDef's `port`)."""
+    d = {j: dict(enumerate(t)) if isinstance(t, list) else t for j, t in cluster.as_dict().items()}
+    host = d[job_name][task_index].rpartition(":")[0]
+    d[job_name][task_index] = f"{host}:{port}"
+    return ClusterSpec(d)
 
 
 class Server:
@@ -173,43 +239,40 @@ class Server:
     is built by the factory registered for `protocol` (hook `kernflow_register_servers`).
 
     Args:
-        server_or_cluster_def: a `ClusterSpec`, a cluster dict, or a dict with keys "cluster",
-            "job_name", "task_index", "protocol", "default_session_config" (TF's ServerDef).
-        job_name: this task's job (may be omitted when the cluster has one job).
-        task_index: this task's index (may be omitted when the job has one task).
-        protocol: a protocol an installed plugin serves ("grpc" with kernflow-worker).
+        server_or_cluster_def: a `ServerDef`; or a `ClusterSpec`, `ClusterDef` or cluster dict; or
+            a dict with the ServerDef's fields ("cluster", "job_name", "task_index", "protocol",
+            "default_session_config", "port").
+        job_name: this task's job (may be omitted when the cluster has one job); overrides the
+            ServerDef's.
+        task_index: this task's index (may be omitted when the job has one task); overrides the
+            ServerDef's.
+        protocol: a protocol an installed plugin serves (default "grpc", with kernflow-worker).
         config: a `ConfigProto`: the default session config (device counts, timeouts).
         start: start serving now (else call `start`).
 
     Raises:
+        TypeError: for a definition that is neither a ServerDef nor a cluster, or a config that is
+            not a ConfigProto.
         ValueError: for a job or task the cluster lacks, or a protocol no plugin serves.
         ImportError: when the distributed-runtime packages (the "grpc" server) are not installed.
     """
 
-    def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol="grpc",
+    def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None,
                  config=None, start=True):
-        cluster, job_name, task_index, protocol, config = _split_server_def(
+        cluster, job_name, task_index, protocol, config, port = _split_server_def(
             server_or_cluster_def, job_name, task_index, protocol, config)
-        if job_name is None:
-            if len(cluster.jobs) != 1:
-                raise ValueError(f"Must specify an explicit job_name: the cluster has jobs {cluster.jobs}")
-            job_name = cluster.jobs[0]
-        if task_index is None:
-            indices = cluster.task_indices(job_name)
-            if len(indices) != 1:
-                raise ValueError(f"Must specify an explicit task_index: job {job_name!r} has tasks "
-                                 f"{indices}")
-            task_index = indices[0]
-        task_index = int(task_index)
+        job_name, task_index = _this_task(cluster, job_name, task_index)
+        if port:
+            cluster = _with_port(cluster, job_name, task_index, port)
         address = cluster.task_address(job_name, task_index)
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        host, sep, port_str = address.rpartition(":")
+        if not sep or not host or not port_str.isdigit():
             raise ValueError(f"The address of /job:{job_name}/task:{task_index} must be 'host:port', "
                              f"got {address!r}")
         from kernflow.core.plugins import registries
         factory = registries().servers.get(protocol)
-        self._job_name, self._task_index, self._protocol, self._config = (
-            job_name, task_index, protocol, config)
+        self._job_name, self._task_index, self._protocol, self._config, self._port = (
+            job_name, task_index, protocol, config, port)
         self._impl = factory(cluster=cluster, job_name=job_name, task_index=task_index, config=config)
         self._stopped = False
         if start:
@@ -227,11 +290,13 @@ class Server:
         return self._impl.target
 
     @property
-    def server_def(self) -> dict:
-        """The ServerDef-shaped dict this server was built from (with the bound port)."""
-        return {"cluster": self._impl.cluster_spec.as_cluster_def(), "job_name": self._job_name,
-                "task_index": self._task_index, "protocol": self._protocol,
-                "default_session_config": self._config}
+    def server_def(self) -> ServerDef:
+        """The `ServerDef` this server was built from (its cluster with the bound port)."""
+        sd = ServerDef(cluster=self._impl.cluster_spec.as_cluster_def(), job_name=self._job_name,
+                       task_index=self._task_index, protocol=self._protocol, port=self._port)
+        if self._config is not None:
+            sd.default_session_config.CopyFrom(self._config)
+        return sd
 
     @property
     def cluster_spec(self) -> ClusterSpec:
