@@ -424,9 +424,25 @@ def _nms(ctx, boxes, scores, max_out, iou_thr, score_thr, sigma=0.0):
     if scores.shape != (boxes.shape[0],):
         raise _invalid(ctx, f"scores must be 1-D [{boxes.shape[0]}] (one per box), got shape "
                             f"{list(scores.shape)}")
-    max_out, iou_thr, score_thr = int(max_out), float(iou_thr), float(score_thr)
-    if not 0 <= iou_thr <= 1:
-        raise _invalid(ctx, f"iou_threshold must be in [0, 1], got {iou_thr}")
+    if not 0 <= float(iou_thr) <= 1:
+        raise _invalid(ctx, f"iou_threshold must be in [0, 1], got {float(iou_thr)}")
+    return greedy_nms(ctx, lambda i, others: _iou(boxes, i, others), scores, max_out, iou_thr,
+                      score_thr, sigma)
+
+
+def greedy_nms(ctx, overlap, scores, max_out, thr, score_thr, sigma=0.0):
+    """Greedy (or, with sigma > 0, soft) non-max suppression by descending score.
+
+    Args:
+        ctx: the kernel's context (for errors).
+        overlap: fn(i, others) -> the overlaps of box i with the boxes `others` (an int64 array).
+        scores: [n] array; boxes scoring at most score_thr are never selected.
+        max_out, thr, score_thr, sigma: as the NonMaxSuppression ops take them.
+
+    Returns:
+        (selected indices int32, their (decayed) scores in the dtype of scores).
+    """
+    max_out, thr, score_thr = int(max_out), float(thr), float(score_thr)
     if max_out < 0:
         raise _invalid(ctx, f"max_output_size must be non-negative, got {max_out}")
     scale = -0.5 / sigma if sigma > 0 else 0.0
@@ -437,8 +453,8 @@ def _nms(ctx, boxes, scores, max_out, iou_thr, score_thr, sigma=0.0):
     while heap and len(sel) < max_out:
         neg, i, begin = heapq.heappop(heap)
         score = orig = -neg
-        ious = _iou(boxes, i, np.array(sel[begin:], np.int64))[::-1] if len(sel) > begin else []
-        if any(iou > iou_thr for iou in ious):
+        ious = overlap(i, np.array(sel[begin:], np.int64))[::-1] if len(sel) > begin else []
+        if any(iou > thr for iou in ious):
             continue   # hard suppression
         for iou in ious:
             score *= np.exp(scale * iou * iou)
