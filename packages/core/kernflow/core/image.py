@@ -1,8 +1,9 @@
 """`kf.image`: TF1's image API (``tf.compat.v1.image``).
 
 Images are [height, width, channels] or [batch, height, width, channels]. The resize, colour-space,
-crop-and-resize, non-max-suppression and codec ops are in kernflow.core.ops.image_ops; crops, pads,
-flips, rotations and colour adjustments here are built from array and math ops, so they have
+crop-and-resize, non-max-suppression and codec ops are in kernflow.core.ops.image_ops (distorted-crop
+sampling, glimpses, NMS over overlaps and per class in image_ops_more, patches in misc_ops_more);
+crops, pads, flips, rotations and colour adjustments here are built from array and math ops, so they have
 gradients wherever those do. Dtype rules follow TF: integer images are converted to float32 in
 [0, 1] (`convert_image_dtype`) for colour arithmetic and converted back, saturating.
 """
@@ -23,6 +24,10 @@ from kernflow.core.ops.image_ops import (crop_and_resize, decode_bmp, decode_gif
                                          hsv_to_rgb, non_max_suppression, non_max_suppression_padded,
                                          non_max_suppression_with_scores, resize_area, resize_bicubic,
                                          resize_bilinear, resize_nearest_neighbor, rgb_to_hsv)
+from kernflow.core.ops.image_ops_more import (combined_non_max_suppression, decode_and_crop_jpeg,
+                                              encode_jpeg_variable_quality, extract_glimpse,
+                                              non_max_suppression_overlaps, sample_distorted_bounding_box)
+from kernflow.core.ops.misc_ops_more import extract_image_patches
 from kernflow.core.framework.op_def_library import apply_op
 
 __all__ = [
@@ -37,7 +42,10 @@ __all__ = [
     "adjust_brightness", "adjust_contrast", "adjust_gamma", "adjust_hue", "adjust_saturation",
     "convert_image_dtype", "grayscale_to_rgb", "per_image_standardization", "psnr",
     "random_brightness", "random_contrast", "random_hue", "random_saturation", "rgb_to_grayscale",
-    "rgb_to_yiq", "rgb_to_yuv", "ssim", "total_variation", "yiq_to_rgb", "yuv_to_rgb"]
+    "rgb_to_yiq", "rgb_to_yuv", "ssim", "total_variation", "yiq_to_rgb", "yuv_to_rgb",
+    "sample_distorted_bounding_box", "extract_patches", "extract_image_patches", "extract_glimpse",
+    "non_max_suppression_overlaps", "combined_non_max_suppression", "decode_and_crop_jpeg",
+    "adjust_jpeg_quality", "random_jpeg_quality"]
 
 
 class ResizeMethod:
@@ -445,6 +453,12 @@ def sobel_edges(image):
     return out
 
 
+def extract_patches(images, sizes, strides, rates, padding, name=None):
+    """The [1, rows, cols, 1] windows of NHWC images in the depth of the output (TF2's argument
+    names for `extract_image_patches`, which see)."""
+    return extract_image_patches(images, sizes, strides, rates, padding, name=name)
+
+
 def decode_image(contents, channels=None, dtype=_dtypes.uint8, name=None, expand_animations=True):
     """Decodes BMP, GIF, JPEG or PNG bytes by their magic bytes (see DecodeImage).
 
@@ -608,6 +622,29 @@ def random_saturation(image, lower, upper, seed=None):
     """
     _check_range(lower, upper)
     return adjust_saturation(image, _random.random_uniform([], lower, upper, seed=seed))
+
+
+def adjust_jpeg_quality(image, jpeg_quality, name=None):
+    """Encodes a [h, w, 1 or 3] image as a JPEG of quality jpeg_quality (0-100, an int or an int32
+    tensor) and decodes it again, in the image's dtype (through uint8, as TF does)."""
+    with _ops.name_scope(name, "adjust_jpeg_quality", [image]):
+        image = _ops.convert_to_tensor(image, name="image")
+        encoded = encode_jpeg_variable_quality(convert_image_dtype(image, _dtypes.uint8), jpeg_quality)
+        return convert_image_dtype(decode_jpeg(encoded), image.dtype.base_dtype)
+
+
+def random_jpeg_quality(image, min_jpeg_quality, max_jpeg_quality, seed=None):
+    """adjust_jpeg_quality by a quality uniform in [min_jpeg_quality, max_jpeg_quality).
+
+    Raises:
+        ValueError: a bound outside [0, 100], or min_jpeg_quality >= max_jpeg_quality.
+    """
+    if not (0 <= min_jpeg_quality <= 100 and 0 <= max_jpeg_quality <= 100):
+        raise ValueError("jpeg encoding range must be between 0 and 100.")
+    if min_jpeg_quality >= max_jpeg_quality:
+        raise ValueError("`min_jpeg_quality` must be less than `max_jpeg_quality`.")
+    quality = _random.random_uniform([], min_jpeg_quality, max_jpeg_quality, seed=seed, dtype=_dtypes.int32)
+    return adjust_jpeg_quality(image, quality)
 
 
 def _mix_channels(images, matrix, name):

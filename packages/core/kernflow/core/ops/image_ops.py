@@ -16,19 +16,20 @@ from kernflow.core.framework.op_def_library import apply_op
 from kernflow.core.framework.op_def_registry import register_op
 from kernflow.core.ops import array_ops
 from kernflow.core.ops import math_ops
+from kernflow.core.ops.image_ops_more import IMAGE_MORE_OPS
 
 __all__ = ["IMAGE_OPS"]
 
 _S = _ts.TensorShape
 
-# Op types of this family: host only (no GPU kernels yet).
+# Op types of this family, image_ops_more's included: host only (no GPU kernels yet).
 IMAGE_OPS = ("ResizeBilinear", "ResizeBilinearGrad", "ResizeNearestNeighbor",
              "ResizeNearestNeighborGrad", "ResizeBicubic", "ResizeBicubicGrad", "ResizeArea",
              "RGBToHSV", "HSVToRGB", "AdjustContrastv2", "AdjustHue", "AdjustSaturation",
              "CropAndResize", "CropAndResizeGradImage", "CropAndResizeGradBoxes",
              "NonMaxSuppressionV3", "NonMaxSuppressionV4", "NonMaxSuppressionV5",
              "DrawBoundingBoxesV2", "DecodePng", "EncodePng", "DecodeJpeg", "EncodeJpeg",
-             "DecodeGif", "DecodeBmp", "DecodeImage", "ExtractJpegShape", "RGBToHSVGrad")
+             "DecodeGif", "DecodeBmp", "DecodeImage", "ExtractJpegShape", "RGBToHSVGrad") + IMAGE_MORE_OPS
 
 
 # ---------------------------------------------------------------------------- shape functions

@@ -5,7 +5,7 @@ from kernflow.core.plugins import hookimpl
 # Op families with numpy kernels; each module has register(registry).
 FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "training", "io", "fusion",
             "queues", "accumulators", "tensor_array", "sparse", "candidate_sampling", "special",
-            "linalg", "image", "strings", "nn_extra", "parsing", "data", "ctc",
+            "linalg", "image", "image_more", "strings", "nn_extra", "parsing", "data", "ctc",
             "sparse_more", "array_more", "math_more", "io_more", "script", "readers", "lookup",
             "training_more", "misc_more", "summary", "audio")
 
