@@ -40,6 +40,7 @@ from kernflow.core.ops.misc_ops_more import MISC_MORE_OPS
 from kernflow.core.ops.parsing_ops import PARSING_OPS
 from kernflow.core.ops.reader_ops import READER_OPS
 from kernflow.core.ops.script_ops import SCRIPT_OPS
+from kernflow.core.ops.session_ops import SESSION_OPS
 from kernflow.core.ops.sparse_ops_more import SPARSE_MORE_OPS
 from kernflow.core.ops.nn_ops_extra import NN_EXTRA_OPS
 from kernflow.core.ops.string_ops import STRING_OPS
@@ -118,15 +119,15 @@ HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SP
     frozenset(CTC_OPS) | frozenset(SPARSE_MORE_OPS) | frozenset(LOOKUP_OPS) | frozenset(IO_MORE_OPS) | \
     frozenset(READER_OPS) | frozenset(SCRIPT_OPS) | frozenset(ARRAY_MORE_OPS) | \
     frozenset(TRAINING_MORE_OPS) | frozenset(MATH_MORE_OPS) | frozenset(MISC_MORE_OPS) | \
-    frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS)
+    frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, datasets and iterators, stacks,
-# TensorArrays): exercised by
+# TensorArrays, session tensors): exercised by
 # their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,
-# test_stack_ops.py) rather than required to have contract cases. Stacks and TensorArrays keep
+# test_stack_ops.py, test_session_ops.py) rather than required to have contract cases. Stacks and TensorArrays keep
 # their handles on the host but have GPU kernels.
 HOST_RESOURCE_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(DATA_OPS) | \
-    frozenset(LOOKUP_OPS) | \
+    frozenset(LOOKUP_OPS) | frozenset(SESSION_OPS) | \
     frozenset({
     "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",
     "TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
