@@ -27,6 +27,7 @@ from kernflow.core.ops.state_ops import *  # noqa: F403
 from kernflow.core.ops.variables import *  # noqa: F403
 from kernflow.core.ops.clip_ops import *  # noqa: F403
 from kernflow.core.ops.gradients_impl import *  # noqa: F403
+from kernflow.core.ops.session_ops import *  # noqa: F403
 from kernflow.core.ops import training_ops as _training_ops  # noqa: F401 - declares the Apply* ops
 from kernflow.core.ops import fused_ops as _fused_ops  # noqa: F401 - ops of the fusion pass
 from kernflow.core.ops.optional import load_optional_families as _load_optional_families

@@ -20,6 +20,7 @@ from kernflow.core.framework import ops as _ops
 from kernflow.core.framework import sparse_tensor as _sparse
 from kernflow.core.framework.indexed_slices import IndexedSlices, IndexedSlicesValue
 from kernflow.core.ops import variables as _variables
+from kernflow.core.ops.session_ops import HANDLE_OPS as _HANDLE_OPS, TensorHandle
 from kernflow.core.plugins import manager
 from kernflow.core.runtime.resource_mgr import Var, is_state_buffer
 from kernflow.core import telemetry
@@ -197,6 +198,8 @@ _LEAVES = frozenset((_ops.Tensor, _ops.Operation, _variables.Variable, str))
 
 
 _MAX_FETCH_PLANS = 256
+# Garbage-collected TensorHandles whose tensors are deleted together (TF's threshold).
+_DEAD_HANDLES_THRESHOLD = 10
 
 
 def _check_fetchable(op) -> None:
@@ -209,7 +212,7 @@ class _FetchPlan:
     """What `Session.run` needs of a fetch structure: the names to run and how to rebuild the
     results (`build(values of fetch_names)`)."""
 
-    __slots__ = ("fetch_names", "targets", "build")
+    __slots__ = ("fetch_names", "targets", "build", "handles")
 
     def __init__(self, mapper: _FetchMapper, graph=None, fetches=None):
         """`graph` and `fetches` given (a plan the session caches): its builder is compiled."""
@@ -220,8 +223,16 @@ class _FetchPlan:
             (fetch_names if tensor else targets).append(el.name)
             is_tensor.append(tensor)
         self.fetch_names, self.targets = tuple(fetch_names), tuple(targets)
+        self.handles = _handle_positions(mapper.elements)
         compiled = _compiled_build(graph, fetches, mapper.elements) if graph is not None else None
         self.build = compiled or _positional_build(mapper.build, is_tensor)
+
+
+def _handle_positions(elements) -> tuple:
+    """((index among the tensors, dtype kept), ...) of the fetched `get_session_handle` tensors,
+    whose values `Session.run` returns as TensorHandles."""
+    tensors = [el for el in elements if isinstance(el, _ops.Tensor)]
+    return tuple((i, t._op.inputs[0].dtype) for i, t in enumerate(tensors) if t._op._type in _HANDLE_OPS)
 
 
 def _positional_build(build, is_tensor):
@@ -308,6 +319,8 @@ def _check_feed(t: _ops.Tensor, value):
             raise ValueError(f"Cannot feed value of shape {shp} for Tensor '{t.name}', which has "
                              f"shape '{t.shape}'")
         return value
+    if type(value) is TensorHandle:
+        value = value._feed_value(t)
     if isinstance(value, (_ops.Tensor, _ops.Operation)):
         raise TypeError(f"The value of a feed cannot be a kf.Tensor object. Acceptable feed values "
                         f"include Python scalars, strings, lists, numpy ndarrays. (feeding {t.name})")
@@ -445,6 +458,8 @@ class BaseSession:
         self._default_ctx = None
         self._fetch_cache: dict = {}
         self._feed_cache: dict = {}   # Tensor fed by `run` -> (its name, `_feed_checker`)
+        self._dead_handles: list = []   # handles of collected TensorHandles, not yet deleted
+        self._dead_handles_due = False
 
     graph = property(lambda self: self._graph)
     graph_def = property(lambda self: self._graph.as_graph_def())
@@ -510,7 +525,10 @@ class BaseSession:
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         g = self._graph
-        if type(fetches) is _ops.Tensor and fetches._op._graph is g:
+        if self._dead_handles_due:
+            self._delete_dead_handles()
+        if type(fetches) is _ops.Tensor and fetches._op._graph is g and \
+                fetches._op._type not in _HANDLE_OPS:
             plan = None
             fetch_names, targets = (fetches.name,), ()
             if fetches._op._control_flow_context is not None:
@@ -548,7 +566,26 @@ class BaseSession:
         out = [v if type(v) in _AS_IS else _to_user(v) for v in values]
         if plan is None:
             return out[0]
+        if plan.handles:
+            self._wrap_handles(out, plan.handles)
         return plan.build(out)
+
+    def _wrap_handles(self, values: list, handles) -> None:
+        for i, dtype in handles:
+            values[i] = TensorHandle(values[i], dtype, self)
+
+    def _register_dead_handle(self, handle: str) -> None:
+        """Called by a garbage-collected TensorHandle: its tensor is deleted at the start of a
+        later `run`, with others, once `_DEAD_HANDLES_THRESHOLD` are due (TF's batching)."""
+        if not self._closed:
+            self._dead_handles.append(handle)
+            self._dead_handles_due = len(self._dead_handles) >= _DEAD_HANDLES_THRESHOLD
+
+    def _delete_dead_handles(self) -> None:
+        dead, self._dead_handles, self._dead_handles_due = self._dead_handles, [], False
+        delete = getattr(self._impl, "delete_session_tensors", None)
+        if delete is not None:
+            delete(dead)
 
     def _feed_tensor(self, k) -> _ops.Tensor:
         """The tensor a feed_dict key names, checked to be feedable (a Tensor key is remembered
@@ -613,6 +650,7 @@ class BaseSession:
         fast = runner(feed_names, fetch_names, targets) if runner is not None else None
         build = _compiled_build(g, fetches, mapper.elements) or _positional_build(
             mapper.build, [isinstance(el, _ops.Tensor) for el in mapper.elements])
+        handles = _handle_positions(mapper.elements)
 
         def call(*args, options=None, run_metadata=None):
             if session._closed:
@@ -636,7 +674,10 @@ class BaseSession:
                 raise
             if t0 is not None:
                 telemetry.record_step(session._metric_attrs, t0)
-            return build([v if type(v) in _AS_IS else _to_user(v) for v in out])
+            out = [v if type(v) in _AS_IS else _to_user(v) for v in out]
+            if handles:
+                session._wrap_handles(out, handles)
+            return build(out)
 
         if accept_options:
             return call

@@ -21,9 +21,11 @@ from kernflow.core.runtime.plan_cache import plan_cache_size
 from kernflow.core.runtime.rendezvous import LocalRendezvous
 from kernflow.core.runtime.step_stats_collector import StepStatsCollector
 
-__all__ = ["DirectSession", "StepStatsCollector"]
+__all__ = ["DirectSession", "SessionTensors", "StepStatsCollector"]
 
 _step_ids = itertools.count(1)
+# Ids of kept tensors: unique in the process, so a handle never names another session's tensor.
+_tensor_ids = itertools.count()
 _live_sessions: "weakref.WeakSet[DirectSession]" = weakref.WeakSet()
 
 
@@ -45,6 +47,63 @@ class _Step:
         self.replay = self.runner.replay
 
 
+class SessionTensors:
+    """The tensors a session keeps between steps (`kf.get_session_handle`; TF's SessionState and
+    per-step TensorStore). GetSessionHandle kernels reach it as ``ctx.session_handle.session_tensors``.
+
+    Invariants: `staged` maps a running step's id to what its GetSessionHandle kernels produced,
+    ``{op name: (handle, value)}``; nothing staged is readable. When the step ends, `finish` moves
+    to `_tensors` only the values whose handle the step fetched, and only if it succeeded; the rest
+    are dropped. `_tensors` maps a handle string to its value until `delete` or `clear` (close).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._tensors: dict = {}
+        self.staged: dict = {}
+
+    def stage(self, step_id: int, op_name: str, device_name: str, value) -> str:
+        """Holds `value` for the step and returns its new handle, ``"op;id;device"``."""
+        handle = f"{op_name};{next(_tensor_ids)};{device_name}"
+        with self._lock:
+            self.staged.setdefault(step_id, {})[op_name] = (handle, value)
+        return handle
+
+    def finish(self, step_id: int, fetch_names=None) -> None:
+        """Ends a step: keeps what it staged for the handles in `fetch_names` (None: it failed)."""
+        with self._lock:
+            staged = self.staged.pop(step_id, None)
+            for name in (fetch_names or ()) if staged else ():
+                entry = staged.get(name.rpartition(":")[0])
+                if entry is not None:
+                    self._tensors[entry[0]] = entry[1]
+
+    def _missing(self, handle: str, where: str):
+        return errors.InvalidArgumentError(None, None, f"{where}: the tensor with handle {handle!r} is "
+                                           "not in the session store.")
+
+    def get(self, handle: str, where: str):
+        """The value kept under `handle`. Raises InvalidArgumentError (naming `where`) if none."""
+        try:
+            return self._tensors[handle]
+        except KeyError:
+            raise self._missing(handle, where) from None
+
+    def delete(self, handle: str, where: str, missing_ok: bool = False) -> None:
+        """Removes `handle`. Raises InvalidArgumentError if it is not kept, unless `missing_ok`."""
+        with self._lock:
+            if self._tensors.pop(handle, None) is None and not missing_ok:
+                raise self._missing(handle, where)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tensors.clear()
+            self.staged.clear()
+
+    def __len__(self):
+        return len(self._tensors)
+
+
 def _graphs_by_device(step) -> dict:
     """{device name: partition GraphDef} of a compiled step (a traced step's labels and costs)."""
     return {plan.device.name: g for plan, g in zip(step.plans, step.partition_graphs)}
@@ -54,7 +113,8 @@ class DirectSession:
     """The session implementation behind ``kf.Session("")``.
 
     Devices, and with them every resource container, belong to the session (as in TF's
-    DirectSession): state lives until `close` or `reset`. Compiled steps are cached per signature,
+    DirectSession): state lives until `close` or `reset`; tensors kept by `kf.get_session_handle`
+    live in `session_tensors` until deleted or `close`. Compiled steps are cached per signature,
     at most `plan_cache_size()` of them (``$KERNFLOW_PLAN_CACHE_SIZE``, default 1024), the least
     recently used dropped first (a `runner` keeps its own step).
     """
@@ -83,6 +143,7 @@ class DirectSession:
         self.cost_model = _cost.CostModel()
         self._closed = False
         self._inflight: set = set()   # rendezvous of running dataflow steps (cancelled by close)
+        self.session_tensors = SessionTensors()
         self._timeout_ms = config.operation_timeout_in_ms if config is not None else 0
         self._jit_level = fusion.jit_level(config)
         self._state = GraphExecutionState(self._kernels, self._jit_level)
@@ -161,13 +222,15 @@ class DirectSession:
         trace = options is not None and options.trace_level > 0
         timeout = (options.timeout_in_ms if options is not None and options.timeout_in_ms else 0) \
             or self._timeout_ms
+        step_id = next(_step_ids)
         if step.run_inline is not None and not trace:
-            results = step.run_inline(feed_values, _executor.StepContext(next(_step_ids), None,
-                                                                         step.plans[0].device))
+            results = self._keeping(step_id, fetches, step.run_inline, feed_values,
+                                    _executor.StepContext(step_id, None, step.plans[0].device))
             collector = None
         else:
             collector = StepStatsCollector(self.cost_model, _graphs_by_device(step)) if trace else None
-            results = self._run_partitions(step, feed_values, collector, timeout)
+            results = self._keeping(step_id, fetches, self._run_partitions, step, feed_values,
+                                    collector, timeout, step_id)
         if run_metadata is not None:
             if collector is not None:
                 collector.finalize(run_metadata.step_stats, run_metadata.cost_graph)
@@ -194,10 +257,25 @@ class DirectSession:
             run_inline, device = resolved[0]
             if run_inline is None:
                 return self.run(feeds, values, fetches, targets)
-            return run_inline(values, _executor.StepContext(next(_step_ids), None, device))
+            step_id = next(_step_ids)
+            return self._keeping(step_id, fetches, run_inline, values,
+                                 _executor.StepContext(step_id, None, device))
         return run
 
-    def _run_partitions(self, step, feed_values, collector, timeout_ms):
+    def _keeping(self, step_id, fetches, fn, *args):
+        """fn(*args) for step `step_id`; then the session keeps what the step's GetSessionHandle
+        kernels staged for the fetched handles, or drops it all when fn raised (`SessionTensors`)."""
+        kept = self.session_tensors
+        try:
+            results = fn(*args)
+        except BaseException:
+            kept.finish(step_id)
+            raise
+        if kept.staged:
+            kept.finish(step_id, fetches)
+        return results
+
+    def _run_partitions(self, step, feed_values, collector, timeout_ms, step_id):
         """Runs a step that is not one inline partition (`PartitionRunner.run`), with a rendezvous of
         its own that `close` aborts."""
         rdv = LocalRendezvous()
@@ -207,10 +285,10 @@ class DirectSession:
             self._inflight.add(rdv)
         try:
             if timeout_ms > 0:
-                return step.runner.run(feed_values, rdv, next(_step_ids), collector,
+                return step.runner.run(feed_values, rdv, step_id, collector,
                                        time.monotonic() + timeout_ms / 1000.0,
                                        f"Timed out after {timeout_ms} ms waiting for the step to finish")
-            return step.runner.run(feed_values, rdv, next(_step_ids), collector)
+            return step.runner.run(feed_values, rdv, step_id, collector)
         finally:
             with self._lock:
                 self._inflight.discard(rdv)
@@ -254,6 +332,12 @@ class DirectSession:
         return read
 
     # ------------------------------------------------------------------ management
+    def delete_session_tensors(self, handles) -> None:
+        """Deletes kept tensors without a step (garbage-collected TensorHandles); a handle
+        already deleted is skipped."""
+        for h in handles:
+            self.session_tensors.delete(h, "TensorHandle", missing_ok=True)
+
     def list_devices(self):
         return [d.attributes() for d in self.devices]
 
@@ -279,6 +363,7 @@ class DirectSession:
             d.resource_mgr.cleanup()
         self._steps.clear()
         self._kernel_cache.clear()
+        self.session_tensors.clear()
 
 
 def reset_all(containers=None) -> None:
