@@ -10,6 +10,7 @@ import time
 import weakref
 
 from kernflow.core.framework import errors
+from kernflow.core.ops.session_ops import HANDLE_OPS as _HANDLE_OPS
 from kernflow.core.plugins import manager
 from kernflow.core.runtime import cost_model as _cost
 from kernflow.core.runtime import executor as _executor
@@ -45,6 +46,9 @@ class _Step:
         # and the replay.ReplayRunner behind it when the step is captured and replayed.
         self.run_inline = self.runner.inline
         self.replay = self.runner.replay
+        # Whether the step runs a GetSessionHandle kernel, so that the session keeps what it
+        # stages (`DirectSession._keeping`); other steps run without that wrapper.
+        self.keeps_tensors = any(n.op in _HANDLE_OPS for g in partition_graphs for n in g.node)
 
 
 class SessionTensors:
@@ -224,13 +228,15 @@ class DirectSession:
             or self._timeout_ms
         step_id = next(_step_ids)
         if step.run_inline is not None and not trace:
-            results = self._keeping(step_id, fetches, step.run_inline, feed_values,
-                                    _executor.StepContext(step_id, None, step.plans[0].device))
+            ctx = _executor.StepContext(step_id, None, step.plans[0].device)
+            results = self._keeping(step_id, fetches, step.run_inline, feed_values, ctx) \
+                if step.keeps_tensors else step.run_inline(feed_values, ctx)
             collector = None
         else:
             collector = StepStatsCollector(self.cost_model, _graphs_by_device(step)) if trace else None
-            results = self._keeping(step_id, fetches, self._run_partitions, step, feed_values,
-                                    collector, timeout, step_id)
+            args = (step, feed_values, collector, timeout, step_id)
+            results = self._keeping(step_id, fetches, self._run_partitions, *args) \
+                if step.keeps_tensors else self._run_partitions(*args)
         if run_metadata is not None:
             if collector is not None:
                 collector.finalize(run_metadata.step_stats, run_metadata.cost_graph)
@@ -253,13 +259,15 @@ class DirectSession:
                 if self._closed:
                     raise RuntimeError("Attempted to use a closed Session.")
                 step = self._step(key)
-                resolved.append((step.run_inline, step.plans[0].device))
-            run_inline, device = resolved[0]
+                resolved.append((step.run_inline, step.plans[0].device, step.keeps_tensors))
+            run_inline, device, keeps = resolved[0]
             if run_inline is None:
                 return self.run(feeds, values, fetches, targets)
             step_id = next(_step_ids)
-            return self._keeping(step_id, fetches, run_inline, values,
-                                 _executor.StepContext(step_id, None, device))
+            if keeps:
+                return self._keeping(step_id, fetches, run_inline, values,
+                                     _executor.StepContext(step_id, None, device))
+            return run_inline(values, _executor.StepContext(step_id, None, device))
         return run
 
     def _keeping(self, step_id, fetches, fn, *args):
