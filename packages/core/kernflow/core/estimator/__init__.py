@@ -1,7 +1,7 @@
 """`kf.estimator`: TF1's high-level training API (Estimator, EstimatorSpec, ModeKeys, RunConfig,
-numpy/pandas input functions)."""
+numpy/pandas input functions, SavedModel export through `kf.estimator.export`)."""
 
-from kernflow.core.estimator import inputs
+from kernflow.core.estimator import export, inputs
 from kernflow.core.estimator.estimator import Estimator, WarmStartSettings
 from kernflow.core.estimator.model_fn import EstimatorSpec, ModeKeys
 from kernflow.core.estimator.run_config import RunConfig
@@ -14,7 +14,7 @@ from kernflow.core.train.session_run_hook import (SessionRunArgs, SessionRunCont
                                                   SessionRunValues)
 from kernflow.core.train.warm_starting import VocabInfo
 
-__all__ = ["inputs", "Estimator", "WarmStartSettings", "EstimatorSpec", "ModeKeys", "RunConfig",
+__all__ = ["export", "inputs", "Estimator",  "WarmStartSettings", "EstimatorSpec", "ModeKeys", "RunConfig",
            "CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook",
            "GlobalStepWaiterHook", "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook",
            "SecondOrStepTimer", "StepCounterHook", "StopAtStepHook", "SessionRunArgs",

@@ -28,6 +28,7 @@ import functools
 import inspect
 import logging
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -475,6 +476,88 @@ class Estimator:
                     else:
                         for i in range(_extract_batch_length(values)):
                             yield {key: value[i] for key, value in values.items()}
+
+    # ------------------------------------------------------------------ export
+    def export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
+                           as_text=False, checkpoint_path=None):
+        """Exports the model in PREDICT mode as a SavedModel tagged "serve".
+
+        The graph is the model_fn over the features of `serving_input_receiver_fn`; each of the
+        spec's `export_outputs` (default: a `PredictOutput` of the predictions) becomes a
+        signature over the receiver tensors; the variables come from the checkpoint.
+
+        Args:
+            export_dir_base: the directory under which a timestamped export directory is made.
+            serving_input_receiver_fn: returns a `ServingInputReceiver` (or
+                `TensorServingInputReceiver`).
+            assets_extra: {destination path relative to assets.extra/: source file path}.
+            as_text: write saved_model.pbtxt instead of saved_model.pb.
+            checkpoint_path: the checkpoint to export (default: the latest).
+
+        Returns:
+            The export directory, as bytes.
+
+        Raises:
+            ValueError: no `serving_input_receiver_fn`, or no checkpoint to export.
+        """
+        return self._export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra,
+                                        as_text, checkpoint_path, strip_default_attrs=True)
+
+    def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
+                          as_text=False, checkpoint_path=None, strip_default_attrs=False):
+        """TF1's name of `export_saved_model` (default attrs are kept unless `strip_default_attrs`)."""
+        return self._export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra,
+                                        as_text, checkpoint_path, strip_default_attrs)
+
+    def _export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra, as_text,
+                            checkpoint_path, strip_default_attrs):
+        from kernflow.core.estimator import export as _export
+        from kernflow.core.saved_model.builder import SavedModelBuilder
+        if not serving_input_receiver_fn:
+            raise ValueError("An input_receiver_fn must be defined.")
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if not checkpoint_path:
+            raise ValueError(f"Couldn't find trained model at {self._model_dir}.")
+        export_dir = _export.get_timestamped_export_dir(export_dir_base)
+        temp_dir = _export.get_temp_export_dir(export_dir)
+        builder = SavedModelBuilder(temp_dir)
+        with _ops.Graph().as_default() as g:
+            self._add_serving_meta_graph(builder, g, serving_input_receiver_fn, checkpoint_path,
+                                         strip_default_attrs)
+        builder.save(as_text)
+        for dest, source in (assets_extra or {}).items():
+            dest = os.path.join(os.fsdecode(temp_dir), "assets.extra", dest)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(source, dest)
+        os.rename(temp_dir, export_dir)
+        _log.info("Exported SavedModel of %s to %s", checkpoint_path, os.fsdecode(export_dir))
+        return export_dir
+
+    def _add_serving_meta_graph(self, builder, graph, serving_input_receiver_fn, checkpoint_path,
+                                strip_default_attrs):
+        from kernflow.core.client.session import Session
+        from kernflow.core.estimator import export as _export
+        from kernflow.core.estimator.export_output import get_export_outputs
+        from kernflow.core.saved_model import signature_constants, tag_constants
+        from kernflow.core.train.saver import Saver
+        from kernflow.core.train.scaffold import Scaffold
+        random_seed.set_random_seed(self._config.tf_random_seed)
+        receiver = serving_input_receiver_fn()
+        self._create_global_step(graph)
+        spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT, self.config)
+        signatures = _export.build_all_signature_defs(
+            receiver.receiver_tensors, get_export_outputs(spec.export_outputs, spec.predictions),
+            receiver.receiver_tensors_alternatives)
+        if signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY not in signatures:
+            _log.warning("Export includes no default signature! (signatures: %s)", sorted(signatures))
+        saver = spec.scaffold.saver or Saver(sharded=True)
+        local_init_op = spec.scaffold.local_init_op or Scaffold.default_local_init_op()
+        with Session(config=self._session_config) as sess:
+            saver.restore(sess, checkpoint_path)
+            builder.add_meta_graph_and_variables(
+                sess, [tag_constants.SERVING], signature_def_map=signatures,
+                assets_collection=_ops.get_collection(_ops.GraphKeys.ASSET_FILEPATHS),
+                main_op=local_init_op, saver=saver, strip_default_attrs=strip_default_attrs)
 
     # ------------------------------------------------------------------ shared
     def _checkpoint_to_use(self, checkpoint_path, what):

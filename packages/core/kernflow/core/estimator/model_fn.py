@@ -3,7 +3,8 @@
 An `EstimatorSpec` is validated when it is made, as TF does: TRAIN needs `loss` and `train_op`,
 EVAL needs `loss`, PREDICT needs `predictions`; `loss` must hold one element (it is reshaped to a
 scalar); every tensor must be of the default graph; `eval_metric_ops` values are
-`(value, update_op)` pairs; hooks must be `SessionRunHook`s and `scaffold` a `Scaffold`.
+`(value, update_op)` pairs; `export_outputs` values are `ExportOutput`s, one of them the default
+serving signature; hooks must be `SessionRunHook`s and `scaffold` a `Scaffold`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
         loss: a scalar (one-element) Tensor (required for TRAIN and EVAL).
         train_op: the Operation or Tensor of one training step (required for TRAIN).
         eval_metric_ops: {name: (metric value tensor, update op)}, e.g. from `kf.metrics`.
-        export_outputs: a dict of export outputs (kept as given).
+        export_outputs: {name: `kf.estimator.export.ExportOutput`}; a single output also becomes
+            the default serving signature, several must name one "serving_default".
         training_chief_hooks: `SessionRunHook`s run on the chief only during training.
         training_hooks: `SessionRunHook`s run during training.
         scaffold: a `kf.train.Scaffold` (default: a new one).
@@ -67,8 +69,9 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _FIELDS)):
         loss = _validate_loss(loss, mode, graph)
         predictions = _validate_predictions(predictions, mode, graph)
         eval_metric_ops = _validate_eval_metric_ops(eval_metric_ops, graph)
-        if export_outputs is not None and not isinstance(export_outputs, dict):
-            raise TypeError(f"export_outputs must be dict, given: {export_outputs}")
+        if export_outputs is not None:
+            from kernflow.core.estimator.export_output import get_export_outputs
+            export_outputs = get_export_outputs(export_outputs, predictions)
         hooks = [_validate_hooks(h) for h in (training_chief_hooks, training_hooks, evaluation_hooks,
                                               prediction_hooks)]
         scaffold = scaffold or Scaffold()
