@@ -81,5 +81,6 @@ from kernflow.core import debugging  # noqa: E402
 from kernflow.core import config  # noqa: E402
 from kernflow.core import dtypes_ns as dtypes  # noqa: E402
 from kernflow.core import nest_ns as nest  # noqa: E402
+from kernflow.core import feature_column  # noqa: E402
 
 __version__ = "0.1.0"
