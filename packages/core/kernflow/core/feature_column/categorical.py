@@ -27,6 +27,24 @@ def _var_len_spec(key, dtype):
     return {key: _kf().VarLenFeature(dtype)}
 
 
+class _KeyedCategoricalColumn(CategoricalColumn):
+    """A categorical column of one feature: named by its key, parsed as a VarLenFeature."""
+
+    __slots__ = ()
+
+    @property
+    def name(self):
+        return self.key
+
+    @property
+    def _parse_example_spec(self):
+        return _var_len_spec(self.key, self._feature_dtype)
+
+    @property
+    def _feature_dtype(self):
+        return self.dtype
+
+
 def _ids_input(inputs, key, column_dtype):
     """The feature `key` as a SparseTensor checked against the column's dtype."""
     tensor = to_sparse_dropping(inputs.get(key))
@@ -36,18 +54,14 @@ def _ids_input(inputs, key, column_dtype):
 
 # ---------------------------------------------------------------------------- identity
 class IdentityCategoricalColumn(
-        CategoricalColumn,
+        _KeyedCategoricalColumn,
         collections.namedtuple("IdentityCategoricalColumn", ("key", "number_buckets",
                                                              "default_value"))):
     """Integer ids used as they are (`categorical_column_with_identity`)."""
 
     @property
-    def name(self):
-        return self.key
-
-    @property
-    def _parse_example_spec(self):
-        return _var_len_spec(self.key, _dtypes.int64)
+    def _feature_dtype(self):
+        return _dtypes.int64
 
     @property
     def _num_buckets(self):
@@ -118,18 +132,10 @@ def _lookup_ids(inputs, column, make_table):
 
 
 class VocabularyListCategoricalColumn(
-        CategoricalColumn,
+        _KeyedCategoricalColumn,
         collections.namedtuple("VocabularyListCategoricalColumn",
                                ("key", "vocabulary_list", "dtype", "default_value", "num_oov_buckets"))):
     """Ids from positions in an in-memory vocabulary (`categorical_column_with_vocabulary_list`)."""
-
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def _parse_example_spec(self):
-        return _var_len_spec(self.key, self.dtype)
 
     @property
     def _num_buckets(self):
@@ -186,19 +192,11 @@ def categorical_column_with_vocabulary_list(key, vocabulary_list, dtype=None, de
 
 
 class VocabularyFileCategoricalColumn(
-        CategoricalColumn,
+        _KeyedCategoricalColumn,
         collections.namedtuple("VocabularyFileCategoricalColumn",
                                ("key", "vocabulary_file", "vocabulary_size", "num_oov_buckets",
                                 "default_value", "dtype"))):
     """Ids from line numbers in a vocabulary file (`categorical_column_with_vocabulary_file`)."""
-
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def _parse_example_spec(self):
-        return _var_len_spec(self.key, self.dtype)
 
     @property
     def _num_buckets(self):
@@ -255,17 +253,9 @@ def categorical_column_with_vocabulary_file(key, vocabulary_file, vocabulary_siz
 
 # ---------------------------------------------------------------------------- hash buckets
 class HashedCategoricalColumn(
-        CategoricalColumn,
+        _KeyedCategoricalColumn,
         collections.namedtuple("HashedCategoricalColumn", ("key", "hash_bucket_size", "dtype"))):
     """Ids from hashing the inputs (`categorical_column_with_hash_bucket`)."""
-
-    @property
-    def name(self):
-        return self.key
-
-    @property
-    def _parse_example_spec(self):
-        return _var_len_spec(self.key, self.dtype)
 
     @property
     def _num_buckets(self):

@@ -209,16 +209,23 @@ def bucketized_column(source_column, boundaries):
 
 
 # ---------------------------------------------------------------------------- indicator
-class IndicatorColumn(DenseColumn, collections.namedtuple("IndicatorColumn", ("categorical_column",))):
+class _WrapsCategorical(DenseColumn):
+    """A dense column over ``self.categorical_column``, parsed as that column is."""
+
+    __slots__ = ()
+
+    @property
+    def _parse_example_spec(self):
+        return self.categorical_column._parse_example_spec
+
+
+class IndicatorColumn(_WrapsCategorical, collections.namedtuple("IndicatorColumn",
+                                                                ("categorical_column",))):
     """A multi-hot (or weighted) representation of a categorical column (`indicator_column`)."""
 
     @property
     def name(self):
         return f"{self.categorical_column.name}_indicator"
-
-    @property
-    def _parse_example_spec(self):
-        return self.categorical_column._parse_example_spec
 
     @property
     def _variable_shape(self):
@@ -248,40 +255,11 @@ def indicator_column(categorical_column):
 
 
 # ---------------------------------------------------------------------------- embeddings
-def _lookup(column, inputs, weights_var, weight_collections, trainable):
-    """The combined embeddings of the ids of `column.categorical_column`; `weights_var(shape)`
-    gives the embedding variable."""
-    kf = _kf()
-    ids, id_weights = column.categorical_column._get_sparse_tensors(
-        inputs, weight_collections=weight_collections, trainable=trainable)
-    embedding_weights = weights_var((column.categorical_column._num_buckets, column.dimension))
-    if column.ckpt_to_load_from is not None:
-        kf.train.init_from_checkpoint(column.ckpt_to_load_from,
-                                      {column.tensor_name_in_ckpt: embedding_weights})
-    return kf.nn.safe_embedding_lookup_sparse(embedding_weights, ids, id_weights,
-                                              combiner=column.combiner, name=f"{column.name}_weights",
-                                              max_norm=column.max_norm)
+class _Embedding(_WrapsCategorical):
+    """Embeds ``categorical_column``'s ids in ``dimension`` dimensions; subclasses say where the
+    weights come from (``_embedding_weights``)."""
 
-
-def _new_embedding_weights(column, shape, weight_collections, trainable):
-    return _kf().get_variable("embedding_weights", shape=shape, dtype=_dtypes.float32,
-                              initializer=column.initializer,
-                              trainable=column.trainable and trainable is not False,
-                              collections=weight_collections)
-
-
-class EmbeddingColumn(DenseColumn, collections.namedtuple(
-        "EmbeddingColumn", ("categorical_column", "dimension", "combiner", "initializer",
-                            "ckpt_to_load_from", "tensor_name_in_ckpt", "max_norm", "trainable"))):
-    """A learned dense embedding of a categorical column (`embedding_column`)."""
-
-    @property
-    def name(self):
-        return f"{self.categorical_column.name}_embedding"
-
-    @property
-    def _parse_example_spec(self):
-        return self.categorical_column._parse_example_spec
+    __slots__ = ()
 
     @property
     def _variable_shape(self):
@@ -290,10 +268,34 @@ class EmbeddingColumn(DenseColumn, collections.namedtuple(
     def _transform_feature(self, inputs):
         return inputs.get(self.categorical_column)
 
+    def _new_weights(self, shape, weight_collections, trainable):
+        return _kf().get_variable("embedding_weights", shape=shape, dtype=_dtypes.float32,
+                                  initializer=self.initializer,
+                                  trainable=self.trainable and trainable is not False,
+                                  collections=weight_collections)
+
     def _get_dense_tensor(self, inputs, weight_collections=None, trainable=None):
-        return _lookup(self, inputs,
-                       lambda shape: _new_embedding_weights(self, shape, weight_collections, trainable),
-                       weight_collections, trainable)
+        kf = _kf()
+        ids, id_weights = self.categorical_column._get_sparse_tensors(
+            inputs, weight_collections=weight_collections, trainable=trainable)
+        weights = self._embedding_weights((self.categorical_column._num_buckets, self.dimension),
+                                          weight_collections, trainable)
+        if self.ckpt_to_load_from is not None:
+            kf.train.init_from_checkpoint(self.ckpt_to_load_from, {self.tensor_name_in_ckpt: weights})
+        return kf.nn.safe_embedding_lookup_sparse(weights, ids, id_weights, combiner=self.combiner,
+                                                  name=f"{self.name}_weights", max_norm=self.max_norm)
+
+
+class EmbeddingColumn(_Embedding, collections.namedtuple(
+        "EmbeddingColumn", ("categorical_column", "dimension", "combiner", "initializer",
+                            "ckpt_to_load_from", "tensor_name_in_ckpt", "max_norm", "trainable"))):
+    """A learned dense embedding of a categorical column (`embedding_column`)."""
+
+    @property
+    def name(self):
+        return f"{self.categorical_column.name}_embedding"
+
+    _embedding_weights = _Embedding._new_weights
 
 
 def _check_embedding_args(categorical_column, dimension, combiner, initializer, ckpt_to_load_from,
@@ -341,7 +343,7 @@ def embedding_column(categorical_column, dimension, combiner="mean", initializer
                            ckpt_to_load_from, tensor_name_in_ckpt, max_norm, trainable)
 
 
-class SharedEmbeddingColumn(DenseColumn, collections.namedtuple(
+class SharedEmbeddingColumn(_Embedding, collections.namedtuple(
         "SharedEmbeddingColumn", ("categorical_column", "dimension", "combiner", "initializer",
                                   "shared_embedding_collection_name", "ckpt_to_load_from",
                                   "tensor_name_in_ckpt", "max_norm", "trainable"))):
@@ -355,22 +357,11 @@ class SharedEmbeddingColumn(DenseColumn, collections.namedtuple(
     def _var_scope_name(self):
         return self.shared_embedding_collection_name
 
-    @property
-    def _parse_example_spec(self):
-        return self.categorical_column._parse_example_spec
-
-    @property
-    def _variable_shape(self):
-        return TensorShape([self.dimension])
-
-    def _transform_feature(self, inputs):
-        return inputs.get(self.categorical_column)
-
-    def _shared_weights(self, shape, weight_collections, trainable):
+    def _embedding_weights(self, shape, weight_collections, trainable):
         kf = _kf()
         collection = kf.get_collection(self.shared_embedding_collection_name)
         if not collection:
-            weights = _new_embedding_weights(self, shape, weight_collections, trainable)
+            weights = self._new_weights(shape, weight_collections, trainable)
             kf.add_to_collection(self.shared_embedding_collection_name, weights)
             return weights
         if len(collection) > 1:
@@ -383,11 +374,6 @@ class SharedEmbeddingColumn(DenseColumn, collections.namedtuple(
                              f"contains variable {weights.name} of unexpected shape "
                              f"{weights.get_shape()}. Expected shape is {list(shape)}.")
         return weights
-
-    def _get_dense_tensor(self, inputs, weight_collections=None, trainable=None):
-        return _lookup(self, inputs,
-                       lambda shape: self._shared_weights(shape, weight_collections, trainable),
-                       weight_collections, trainable)
 
 
 def _base_type(column):

@@ -70,6 +70,20 @@ def _static_batch_check(tensors, columns):
                              f"of columns ({expected[1].name}, {column.name}): ({expected[0]}, {batch})")
 
 
+def _per_column(builder, columns, cols_to_vars, build):
+    """``build(column)`` for each column in its own variable scope; the outputs, checked to share
+    one static batch size. Fills ``cols_to_vars``."""
+    kf = _kf()
+    outputs = []
+    for column in columns:
+        with kf.variable_scope(None, default_name=column._var_scope_name):
+            outputs.append(build(column))
+            if cols_to_vars is not None:
+                cols_to_vars[column] = _scope_variables()
+    _static_batch_check(outputs, columns)
+    return outputs
+
+
 def _flatten(tensor, column):
     """`tensor` [batch, ...] reshaped to [batch, num_elements of the column]."""
     kf = _kf()
@@ -107,20 +121,15 @@ def input_layer(features, feature_columns, weight_collections=None, trainable=Tr
                              f"Given: {column}")
     collections = _collections(weight_collections)
     builder = FeatureBuilder(features)
-    outputs = []
+
+    def build(column):
+        output = _flatten(column._get_dense_tensor(builder, weight_collections=collections,
+                                                   trainable=trainable), column)
+        if cols_to_output_tensors is not None:
+            cols_to_output_tensors[column] = output
+        return output
     with kf.variable_scope(None, default_name="input_layer", values=list(features.values())):
-        for column in columns:
-            with kf.variable_scope(None, default_name=column._var_scope_name):
-                tensor = column._get_dense_tensor(builder, weight_collections=collections,
-                                                  trainable=trainable)
-                output = _flatten(tensor, column)
-                outputs.append(output)
-                if cols_to_vars is not None:
-                    cols_to_vars[column] = _scope_variables()
-                if cols_to_output_tensors is not None:
-                    cols_to_output_tensors[column] = output
-        _static_batch_check(outputs, columns)
-        return kf.concat(outputs, 1)
+        return kf.concat(_per_column(builder, columns, cols_to_vars, build), 1)
 
 
 def _weighted_sum(column, builder, units, sparse_combiner, collections, trainable):
@@ -179,15 +188,9 @@ def linear_model(features, feature_columns, units=1, sparse_combiner="sum", weig
                              f"_CategoricalColumn. Given: {column}")
     collections = _collections(weight_collections)
     builder = FeatureBuilder(features)
-    sums = []
     with kf.variable_scope(None, default_name="linear_model", values=list(features.values())):
-        for column in columns:
-            with kf.variable_scope(None, default_name=column._var_scope_name):
-                sums.append(_weighted_sum(column, builder, units, sparse_combiner, collections,
-                                          trainable))
-                if cols_to_vars is not None:
-                    cols_to_vars[column] = _scope_variables()
-        _static_batch_check(sums, columns)
+        sums = _per_column(builder, columns, cols_to_vars, lambda column: _weighted_sum(
+            column, builder, units, sparse_combiner, collections, trainable))
         no_bias = kf.add_n(sums, name="weighted_sum_no_bias")
         bias = kf.get_variable("bias_weights", shape=[units], dtype=_dtypes.float32,
                                initializer=kf.zeros_initializer(), trainable=trainable,
