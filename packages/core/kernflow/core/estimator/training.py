@@ -27,9 +27,9 @@ import logging
 import os
 
 from kernflow.core.estimator.exporter import Exporter
+from kernflow.core.estimator.model_fn import _validate_hooks
 from kernflow.core.framework import errors
 from kernflow.core.train import basic_session_run_hooks as _hooks
-from kernflow.core.train.session_run_hook import SessionRunHook
 
 __all__ = ["TrainSpec", "EvalSpec", "train_and_evaluate"]
 
@@ -39,14 +39,6 @@ _log = logging.getLogger(__name__)
 def _validate_input_fn(input_fn):
     if not callable(input_fn):
         raise TypeError(f"`input_fn` must be callable, given: {input_fn}")
-
-
-def _validate_hooks(hooks):
-    hooks = tuple(hooks or [])
-    for hook in hooks:
-        if not isinstance(hook, SessionRunHook):
-            raise TypeError(f"All hooks must be SessionRunHook instances, given: {hook}")
-    return hooks
 
 
 def _validate_exporters(exporters):
