@@ -2,6 +2,7 @@
 exporters: evaluations follow checkpoint saves, throttled, with a final one; TF_CONFIG clusters
 are refused (TF 1.15 semantics)."""
 
+import glob
 import json
 import os
 
@@ -77,6 +78,12 @@ def test_throttle_skips_evaluations_but_the_final_one_runs(tmp_path):
         est, estimator.TrainSpec(_input_fn(), max_steps=15),
         estimator.EvalSpec(_input_fn(1), steps=1, hooks=[counter], name="t", throttle_secs=3600))
     assert counter.steps_evaluated == [5, 15] and result["global_step"] == 15 and exports == []
+    # Each evaluation's scalars are summaries in eval_dir(name), at the evaluated step.
+    events = [e for f in sorted(glob.glob(os.path.join(est.eval_dir("t"), "events.*")))
+              for e in kf.train.summary_iterator(f) if e.HasField("summary")]
+    assert [e.step for e in events] == [5, 15]
+    assert {v.tag for v in events[-1].summary.value} == {"loss"}
+    assert events[-1].summary.value[0].simple_value == pytest.approx(result["loss"])
     # Resuming past max_steps trains nothing and evaluates nothing: TF returns (None, None).
     assert estimator.train_and_evaluate(est, estimator.TrainSpec(_input_fn(), max_steps=15),
                                         estimator.EvalSpec(_input_fn(1))) == (None, None)

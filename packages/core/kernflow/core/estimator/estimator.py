@@ -9,7 +9,8 @@ either, read through a one-shot iterator), then the `EstimatorSpec` of `model_fn
   become a `StopAtStepHook`) or the input raises `OutOfRangeError`.
 - `evaluate` restores a checkpoint (or initializes when there is none), runs the update ops of
   `eval_metric_ops` plus a mean of `loss` until the input ends or `steps` batches were read, and
-  returns the metric values with "loss" and "global_step".
+  returns the metric values with "loss" and "global_step" (the scalars also go, as summaries, to
+  `eval_dir(name)`).
 - `predict` restores a checkpoint and yields the predictions (one example at a time by default).
 
 Example::
@@ -413,6 +414,7 @@ class Estimator:
                     sess.run(update_op)
         results = dict(final_hook.final_ops_values or {})
         _log.info("Saving dict for global step %s: %s", results.get(GLOBAL_STEP_KEY), results)
+        _write_dict_to_summary(self.eval_dir(name), results, results.get(GLOBAL_STEP_KEY, 0))
         return results
 
     def _evaluate_build_graph(self, input_fn, hooks, g):
@@ -607,6 +609,21 @@ class Estimator:
         if not isinstance(spec, EstimatorSpec):
             raise ValueError("model_fn should return an EstimatorSpec.")
         return spec
+
+
+def _write_dict_to_summary(output_dir, dictionary, global_step):
+    """Writes the scalar values of `dictionary` (but global_step) as summaries at `global_step`,
+    so TensorBoard shows the evaluation curves (TF writes them to `eval_dir` too)."""
+    from kernflow.core.protobuf import summary_pb2
+    from kernflow.core.summary.writer import FileWriterCache
+    summary = summary_pb2.Summary()
+    for key, value in sorted(dictionary.items()):
+        numeric = np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+        if key != GLOBAL_STEP_KEY and numeric:
+            summary.value.add(tag=key, simple_value=float(value))
+    writer = FileWriterCache.get(output_dir)
+    writer.add_summary(summary, int(global_step))
+    writer.flush()
 
 
 def _extract_keys(predictions, predict_keys):
