@@ -32,6 +32,9 @@ except ModuleNotFoundError as _e:  # pragma: no cover - until the checkpoint mod
     if _e.name != "kernflow.core.train.saver":
         raise
 
+from kernflow.core.train.object_checkpoint import Checkpoint, CheckpointOptions
+from kernflow.core.train.checkpoint_manager import CheckpointManager
+
 
 from kernflow.core.train.training_util import write_graph
 from kernflow.core.train.session_run_hook import (SessionRunArgs, SessionRunContext, SessionRunHook,
