@@ -6,7 +6,11 @@ either, read through a one-shot iterator), then the `EstimatorSpec` of `model_fn
 
 - `train` runs `train_op` in a `MonitoredTrainingSession` over `model_dir` (restoring the latest
   checkpoint, saving through a `CheckpointSaverHook`) until a hook stops it (`steps`/`max_steps`
-  become a `StopAtStepHook`) or the input raises `OutOfRangeError`.
+  become a `StopAtStepHook`) or the input raises `OutOfRangeError`. In a TF_CONFIG cluster the
+  session runs on `config.master` (this task's server); only the chief (`config.is_chief`)
+  initializes, restores, saves and writes summaries, a worker waits for the chief's
+  initialization; with ps tasks and no `device_fn` the variables go to the ps tasks through
+  `kf.train.replica_device_setter` and every other op to this task.
 - `evaluate` restores a checkpoint (or initializes when there is none), runs the update ops of
   `eval_metric_ops` plus a mean of `loss` until the input ends or `steps` batches were read, and
   returns the metric values with "loss" and "global_step" (the scalars also go, as summaries, to
@@ -124,6 +128,18 @@ def _warm_start_settings(warm_start_from):
                      f"{type(warm_start_from)}")
 
 
+def _replica_device_setter(config):
+    """TF's placement in a cluster with ps tasks: variables round robin over the ps tasks, every
+    other op on this task (None without ps tasks)."""
+    if not config.num_ps_replicas:
+        return None
+    from kernflow.core.train.device_setter import STANDARD_PS_OPS, replica_device_setter
+    worker_device = f"/job:{config.task_type}/task:{config.task_id}" if config.task_type else "/job:worker"
+    return replica_device_setter(ps_tasks=config.num_ps_replicas, worker_device=worker_device,
+                                 merge_devices=True, ps_ops=list(STANDARD_PS_OPS),
+                                 cluster=config.cluster_spec)
+
+
 def _parse_input_fn_result(result):
     """(features, labels) of what input_fn returned; a Dataset is read by a one-shot iterator."""
     from kernflow.core.data.dataset_ops import Dataset
@@ -212,7 +228,7 @@ class Estimator:
         self._config = config
         self._model_dir = model_dir
         self._session_config = config.session_config
-        self._device_fn = config.device_fn
+        self._device_fn = config.device_fn or _replica_device_setter(config)
         _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
         self._params = copy.deepcopy(params or {})
@@ -334,14 +350,17 @@ class Estimator:
         self._add_default_saver(spec.scaffold)
         chief_hooks = self._checkpoint_hooks(spec, worker_hooks, saving_listeners)
         loss, any_step_done = None, False
-        with MonitoredTrainingSession(checkpoint_dir=self._model_dir, scaffold=spec.scaffold,
+        cfg = self._config
+        with MonitoredTrainingSession(master=cfg.master, is_chief=cfg.is_chief,
+                                      checkpoint_dir=self._model_dir, scaffold=spec.scaffold,
                                       hooks=worker_hooks,
                                       chief_only_hooks=chief_hooks + list(spec.training_chief_hooks),
                                       save_checkpoint_secs=0,
-                                      save_summaries_steps=self._config.save_summary_steps or None,
+                                      save_summaries_steps=cfg.save_summary_steps or None,
                                       config=self._session_config,
-                                      log_step_count_steps=self._config.log_step_count_steps,
-                                      save_graph_def=self._config.checkpoint_save_graph_def) as sess:
+                                      max_wait_secs=cfg.session_creation_timeout_secs,
+                                      log_step_count_steps=cfg.log_step_count_steps,
+                                      save_graph_def=cfg.checkpoint_save_graph_def) as sess:
             while not sess.should_stop():
                 _, loss = sess.run([spec.train_op, spec.loss])
                 any_step_done = True
@@ -407,6 +426,7 @@ class Estimator:
             scaffold, update_op, eval_dict, all_hooks = self._evaluate_build_graph(input_fn, hooks, g)
             final_hook = _hooks.FinalOpsHook(eval_dict)
             creator = ChiefSessionCreator(scaffold=scaffold, checkpoint_filename_with_path=checkpoint_path,
+                                          master=self._config.evaluation_master,
                                           config=self._session_config)
             _log.info("Starting evaluation of %s", checkpoint_path)
             with MonitoredSession(session_creator=creator, hooks=all_hooks + [final_hook]) as sess:
