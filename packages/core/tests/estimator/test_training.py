@@ -1,6 +1,8 @@
 """kf.estimator.train_and_evaluate (local mode) with TrainSpec / EvalSpec and the Latest/Final
-exporters: evaluations follow checkpoint saves, throttled, with a final one; TF_CONFIG clusters
-are refused (TF 1.15 semantics)."""
+exporters: evaluations follow checkpoint saves, throttled, with a final one (TF 1.15 semantics);
+the parts of the distributed mode that need no other process (a one-task cluster, an evaluator,
+the refused task types, the workers' start delay). tests/test_estimator_distributed.py runs a
+whole cluster."""
 
 import glob
 import json
@@ -99,14 +101,68 @@ def test_final_evaluation_when_the_input_ends_before_max_steps(tmp_path):
     assert not os.path.exists(os.path.join(est.model_dir, "export"))   # no max_steps: never "final"
 
 
-def test_tf_config_cluster_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["localhost:2222"],
-                                                            "ps": ["localhost:2223"]},
-                                                "task": {"type": "chief", "index": 0}}))
-    with pytest.raises(kf.errors.UnimplementedError, match=r"distributed training.*\['chief', 'ps'\]"):
+def _set_tf_config(monkeypatch, cluster, task_type, index=0):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster,
+                                                "task": {"type": task_type, "index": index}}))
+
+
+_CLUSTER = {"chief": ["localhost:2222"], "ps": ["localhost:2223"]}
+
+
+def test_unknown_task_types_and_second_evaluators_are_refused_before_anything_starts(tmp_path, monkeypatch):
+    _set_tf_config(monkeypatch, dict(_CLUSTER, trainer=["localhost:2224"]), "trainer")
+    with pytest.raises(ValueError, match=r"Task type trainer is not supported.*'chief'.*'evaluator'"):
+        estimator.train_and_evaluate(_est(tmp_path), estimator.TrainSpec(_input_fn(), max_steps=1),
+                                     estimator.EvalSpec(_input_fn(1)))
+    _set_tf_config(monkeypatch, _CLUSTER, "evaluator", 1)
+    with pytest.raises(ValueError, match="only be one `evaluator` task.*Given task id 1"):
         estimator.train_and_evaluate(_est(tmp_path), estimator.TrainSpec(_input_fn(), max_steps=1),
                                      estimator.EvalSpec(_input_fn(1)))
     assert not os.path.exists(os.path.join(tmp_path, "model", "checkpoint"))
+
+
+def test_a_cluster_of_one_chief_trains_in_process_without_a_server(tmp_path, monkeypatch):
+    _set_tf_config(monkeypatch, {"chief": ["localhost:1"]}, "chief")   # (port 1: nothing may bind it)
+    est = _est(tmp_path)
+    assert est.config.master == "" and est.config.is_chief
+    assert estimator.train_and_evaluate(est, estimator.TrainSpec(_input_fn(), max_steps=5),
+                                        estimator.EvalSpec(_input_fn(1))) is None   # a chief's
+    assert est.get_variable_value("global_step") == 5
+
+
+def test_tf_master_task_trains_and_evaluates_like_the_local_mode(tmp_path, monkeypatch):
+    _set_tf_config(monkeypatch, {"master": ["localhost:1"]}, "master")   # one task: no server
+    est, counter = _est(tmp_path), _CountEvals()
+    assert est.config.is_chief and est.config.task_type == "master"
+    result, exports = estimator.train_and_evaluate(
+        est, estimator.TrainSpec(_input_fn(), max_steps=10),
+        estimator.EvalSpec(_input_fn(1), hooks=[counter], throttle_secs=0))
+    assert counter.steps_evaluated == [5, 10] and result["global_step"] == 10 and exports == []
+
+
+def test_the_evaluator_evaluates_the_final_checkpoint_and_exports(tmp_path, monkeypatch):
+    trained = _est(tmp_path).train(_input_fn(), max_steps=10)
+    _set_tf_config(monkeypatch, _CLUSTER, "evaluator")
+    est = _est(tmp_path)
+    assert est.config.task_type == "evaluator" and not est.config.cluster_spec
+    counter = _CountEvals()
+    result, exports = estimator.train_and_evaluate(
+        est, estimator.TrainSpec(_input_fn(), max_steps=10),
+        estimator.EvalSpec(_input_fn(1), hooks=[counter], exporters=estimator.FinalExporter("f", _receiver_fn),
+                           start_delay_secs=0, throttle_secs=0))
+    assert counter.steps_evaluated == [10] and result["global_step"] == 10
+    assert result["loss"] == pytest.approx(trained.evaluate(_input_fn(1))["loss"])
+    assert len(exports) == 1 and kf.saved_model.contains_saved_model(exports[0])
+
+
+@pytest.mark.parametrize("task, cap, want", [("chief", None, 0), ("worker", None, 5), ("worker", 3, 3),
+                                             ("worker", 0, 0)])
+def test_worker_start_delay(monkeypatch, task, cap, want):
+    from kernflow.core.estimator.training import _worker_start_delay
+    _set_tf_config(monkeypatch, dict(_CLUSTER, worker=["localhost:2224"] * 20), task)
+    assert _worker_start_delay(estimator.RunConfig(experimental_max_worker_delay_secs=cap)) == want
+    _set_tf_config(monkeypatch, dict(_CLUSTER, worker=["localhost:2224"] * 20), "worker", 19)
+    assert _worker_start_delay(estimator.RunConfig()) == 60
 
 
 def test_spec_validation():
