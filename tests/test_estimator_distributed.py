@@ -174,8 +174,8 @@ def test_train_and_evaluate_on_a_ps_chief_worker_evaluator_cluster(tmp_path):
     assert variables and {n.device for n in variables} == {"/job:ps/task:0"}, variables
     assert len(glob.glob(str(model_dir / "events.out.tfevents.*"))) == 1
 
-    # The evaluator evaluated a checkpoint at max_steps or later, the model learned y = 2 x0 - 3 x1 + 1 (a zero
-    # model's average loss is ~5.3), and the final exporter exported it.
+    # The evaluator evaluated a checkpoint at max_steps or later, the model learned
+    # y = 2 x0 - 3 x1 + 1 (a zero model's average loss is ~5.3), and the final exporter exported it.
     metrics = evaluated["metrics"]
     print(f"steps {steps}, global step {global_step}, checkpoints {saved}, eval {metrics}")
     assert MAX_STEPS <= metrics["global_step"] <= global_step   # (the chief may save twice at the end)

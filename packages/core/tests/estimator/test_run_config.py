@@ -101,7 +101,8 @@ def test_a_cluster_of_one_task_trains_in_process(monkeypatch):
     (_task(CLUSTER, "worker", -1), ValueError, "must be non-negative"),
     (_task(CLUSTER, "trainer", 0), ValueError, "trainer is not a valid task_type"),
     (_task(CLUSTER, "worker", 3), ValueError, "3 is not a valid task_id for task_type worker"),
-    (dict(_task(CLUSTER, "chief", 0), service=["x"]), TypeError, '"service" is set in TF_CONFIG, it must be a dict'),
+    (dict(_task(CLUSTER, "chief", 0), service=["x"]), TypeError,
+     '"service" is set in TF_CONFIG, it must be a dict'),
 ])
 def test_tf_config_errors(monkeypatch, tf_config, error, match):
     with pytest.raises(error, match=match):

@@ -148,7 +148,8 @@ def test_the_evaluator_evaluates_the_final_checkpoint_and_exports(tmp_path, monk
     counter = _CountEvals()
     result, exports = estimator.train_and_evaluate(
         est, estimator.TrainSpec(_input_fn(), max_steps=10),
-        estimator.EvalSpec(_input_fn(1), hooks=[counter], exporters=estimator.FinalExporter("f", _receiver_fn),
+        estimator.EvalSpec(_input_fn(1), hooks=[counter],
+                           exporters=estimator.FinalExporter("f", _receiver_fn),
                            start_delay_secs=0, throttle_secs=0))
     assert counter.steps_evaluated == [10] and result["global_step"] == 10
     assert result["loss"] == pytest.approx(trained.evaluate(_input_fn(1))["loss"])
