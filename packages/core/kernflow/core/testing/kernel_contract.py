@@ -43,6 +43,7 @@ from kernflow.core.ops.script_ops import SCRIPT_OPS
 from kernflow.core.ops.session_ops import SESSION_OPS
 from kernflow.core.ops.sparse_ops_more import SPARSE_MORE_OPS
 from kernflow.core.ops.nn_ops_extra import NN_EXTRA_OPS
+from kernflow.core.ops.nn_ops_fractional import FRACTIONAL_POOL_OPS
 from kernflow.core.ops.string_ops import STRING_OPS
 from kernflow.core.ops.audio_ops import AUDIO_OPS
 from kernflow.core.ops.summary_ops import SUMMARY_OPS
@@ -119,7 +120,8 @@ HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SP
     frozenset(CTC_OPS) | frozenset(SPARSE_MORE_OPS) | frozenset(LOOKUP_OPS) | frozenset(IO_MORE_OPS) | \
     frozenset(READER_OPS) | frozenset(SCRIPT_OPS) | frozenset(ARRAY_MORE_OPS) | \
     frozenset(TRAINING_MORE_OPS) | frozenset(MATH_MORE_OPS) | frozenset(MISC_MORE_OPS) | \
-    frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS)
+    frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS) | \
+    frozenset(FRACTIONAL_POOL_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, datasets and iterators, stacks,
 # TensorArrays, session tensors): exercised by
