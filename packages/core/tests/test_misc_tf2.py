@@ -144,6 +144,29 @@ def test_approx_top_k_is_exact():
     np.testing.assert_array_equal(got[1][1], [[1, 0, 0], [0, 1, 1]])
 
 
+
+def test_nn_approx_max_k_and_min_k_are_exact_with_tf_gradients():
+    x = np.random.RandomState(0).permutation(60).reshape(3, 4, 5).astype(np.float64)
+    with kf.Graph().as_default():
+        xt = kf.constant(x)
+        vmax, imax = kf.nn.approx_max_k(xt, 3, recall_target=0.5, aggregate_to_topk=False)
+        vmin, imin = kf.nn.approx_min_k(xt, 2, reduction_dimension=1)
+        assert vmax.shape.as_list() == [3, 4, 3] and vmin.shape.as_list() == [3, 2, 5] and imin.dtype == kf.int32
+        got = _run([vmax, imax, vmin, imin])
+        errs = [kf.test.compute_gradient_error(xt, x.shape, v, v.shape.as_list(), x_init_value=x)
+                for v in (vmax, vmin)]
+        g = _run(kf.gradients(vmin, xt)[0])
+    np.testing.assert_array_equal(got[0], -np.sort(-x, -1)[..., :3])
+    np.testing.assert_array_equal(got[1], np.argsort(-x, -1)[..., :3])
+    np.testing.assert_array_equal(got[2], np.sort(x, 1)[:, :2])
+    np.testing.assert_array_equal(got[3], np.argsort(x, 1)[:, :2])
+    assert max(errs) < 1e-6
+    # the gradient scatters ones into the operand's shape at the selected places
+    np.testing.assert_array_equal(g, (x <= np.sort(x, 1)[:, 1:2]).astype(np.float64))
+    with pytest.raises(kf.errors.InvalidArgumentError, match="TopKV2"):
+        with kf.Graph().as_default():
+            _run(kf.nn.approx_max_k(kf.placeholder_with_default(x, [3, 4, None]), 9)[0])
+
 def test_type_specs():
     s = kf.IndexedSlicesSpec([None, 4], kf.float32)
     assert s == kf.IndexedSlicesSpec([None, 4], kf.float32) and s != kf.IndexedSlicesSpec([None, 5])

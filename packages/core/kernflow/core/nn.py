@@ -12,3 +12,4 @@ from kernflow.core.ops.rnn import (bidirectional_dynamic_rnn, dynamic_rnn,  # no
 from kernflow.core.ops.nn_ops_extra import *  # noqa: E402,F401,F403 - depthwise/3-D/atrous convs, lrn, ...
 from kernflow.core.ops.nn_ops_ctc import *  # noqa: E402,F401,F403 - ctc_loss, ctc decoders, dilation2d
 from kernflow.core.ops.nn_ops_fractional import *  # noqa: E402,F401,F403 - fractional max/avg pooling
+from kernflow.core.ops.misc_ops_tf2 import approx_max_k, approx_min_k  # noqa: E402,F401 - exact top k

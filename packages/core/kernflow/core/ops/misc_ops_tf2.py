@@ -418,6 +418,32 @@ def approx_top_k(operand, k, reduction_dimension=-1, recall_target=0.95, is_max_
         return vals, idx
 
 
+
+def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
+                 aggregate_to_topk=True, name=None):
+    """The k largest values of operand along reduction_dimension and their indices (`tf.nn.approx_max_k`).
+
+    TF's approximation is a TPU speed-up; kernflow returns the exact top k (recall 1.0, which meets
+    any recall_target), sorted, so recall_target, reduction_input_size_override and
+    aggregate_to_topk (False lets TF return more than k candidates) change nothing. The gradient
+    scatters into operand's shape at the indices, as TF's does.
+
+    Returns:
+        (values, indices): operand's shape with reduction_dimension replaced by k; int32 indices.
+    """
+    return approx_top_k(operand, k, reduction_dimension, recall_target, True, reduction_input_size_override,
+                        aggregate_to_topk, name or "ApproxMaxK")
+
+
+def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
+                 aggregate_to_topk=True, name=None):
+    """The k smallest values of operand along reduction_dimension and their indices (`tf.nn.approx_min_k`).
+
+    Exact, as `approx_max_k` is.
+    """
+    return approx_top_k(operand, k, reduction_dimension, recall_target, False, reduction_input_size_override,
+                        aggregate_to_topk, name or "ApproxMinK")
+
 # ------------------------------------------------------------------------------------- TypeSpecs
 class IndexedSlicesSpec(TypeSpec):
     """The dense shape and dtypes of an IndexedSlices."""
