@@ -42,7 +42,7 @@ __all__ = [
     "adjust_brightness", "adjust_contrast", "adjust_gamma", "adjust_hue", "adjust_saturation",
     "convert_image_dtype", "grayscale_to_rgb", "per_image_standardization", "psnr",
     "random_brightness", "random_contrast", "random_hue", "random_saturation", "rgb_to_grayscale",
-    "rgb_to_yiq", "rgb_to_yuv", "ssim", "total_variation", "yiq_to_rgb", "yuv_to_rgb",
+    "rgb_to_yiq", "rgb_to_yuv", "ssim", "ssim_multiscale", "total_variation", "yiq_to_rgb", "yuv_to_rgb",
     "sample_distorted_bounding_box", "extract_patches", "extract_image_patches", "extract_glimpse",
     "non_max_suppression_overlaps", "combined_non_max_suppression", "decode_and_crop_jpeg",
     "adjust_jpeg_quality", "random_jpeg_quality"]
@@ -756,55 +756,6 @@ def psnr(a, b, max_val, name=None):
                               np.float32(10 / np.log(10)) * _math.log(mse), name="psnr")
 
 
-def _gaussian(size, sigma):
-    c = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
-    g = np.exp(-(c[:, None] ** 2 + c[None, :] ** 2) / (2 * sigma ** 2))
-    return (g / g.sum()).astype(np.float32).reshape(size, size, 1, 1)
-
-
-def _filter(x, kernel):
-    """Per-channel VALID convolution of [..., h, w, c] with a [k, k, 1, 1] kernel."""
-    from kernflow.core import nn
-    shape = _array.shape(x)
-    x4 = _array.reshape(x, _array.concat([[-1], shape[-3:]], 0))
-    xc = _array.transpose(x4, [0, 3, 1, 2])
-    s = _array.shape(xc)
-    y = nn.conv2d(_array.reshape(xc, _array.stack([-1, s[2], s[3], 1])), kernel, [1, 1, 1, 1], "VALID")
-    ys = _array.shape(y)
-    y = _array.transpose(_array.reshape(y, _array.stack([s[0], s[1], ys[1], ys[2]])), [0, 2, 3, 1])
-    return _array.reshape(y, _array.concat([shape[:-3], _array.shape(y)[1:]], 0))
-
-
-def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03, return_index_map=False):
-    """Structural similarity of two images (batches) over the last three dimensions [h, w, c].
-
-    A Gaussian window (filter_size, filter_sigma) gives the local means and variances; the
-    result is averaged over the valid window positions and the channels (with
-    return_index_map, the per-position map averaged over channels).
-    """
-    with _ops.name_scope(None, "SSIM", [img1, img2]):
-        img1, img2 = _ops.convert_to_tensor(img1), _ops.convert_to_tensor(img2)
-        max_val = convert_image_dtype(_math.cast(max_val, img1.dtype), _dtypes.float32)
-        img1, img2 = convert_image_dtype(img1, _dtypes.float32), convert_image_dtype(img2, _dtypes.float32)
-        small = [d for d in img1.shape.dim_values[-3:-1] if d is not None and d < filter_size] \
-            if img1.shape.rank else []
-        if small:
-            raise ValueError(f"ssim: the images ({img1.shape}) must be at least filter_size = {filter_size} "
-                             f"high and wide")
-        kernel = _gaussian(filter_size, filter_sigma)
-        c1, c2 = (k1 * max_val) ** 2, (k2 * max_val) ** 2
-        m1, m2 = _filter(img1, kernel), _filter(img2, kernel)
-        num0, den0 = m1 * m2 * 2.0, _math.square(m1) + _math.square(m2)
-        luminance = (num0 + c1) / (den0 + c1)
-        num1 = _filter(img1 * img2, kernel) * 2.0
-        den1 = _filter(_math.square(img1) + _math.square(img2), kernel)
-        cs = (num1 - num0 + c2) / (den1 - den0 + c2)
-        ssim_map = luminance * cs
-        if return_index_map:
-            return _math.reduce_mean(ssim_map, [-1])
-        return _math.reduce_mean(_math.reduce_mean(ssim_map, [-3, -2]), [-1])
-
-
 def is_jpeg(contents, name=None):
     """A bool scalar: whether the encoded image `contents` starts with the JPEG marker (TF1's
     tf.image.is_jpeg; like TF, it looks at the first three bytes only)."""
@@ -812,3 +763,6 @@ def is_jpeg(contents, name=None):
     from kernflow.core.ops import math_ops as _math
     with _ops.name_scope(name, "is_jpeg", [contents]):
         return _math.equal(_strings.substr(contents, 0, 3), b"\xff\xd8\xff", name=name)
+
+
+from kernflow.core.image_ssim import ssim, ssim_multiscale  # noqa: E402 - needs convert_image_dtype
