@@ -26,7 +26,8 @@ def _check_sequence(seq, length, n):
 
 @pytest.mark.parametrize("pseudo_random", [False, True])
 @pytest.mark.parametrize("overlapping", [False, True])
-@pytest.mark.parametrize("fn,reduce", [(kf.nn.fractional_max_pool, np.max), (kf.nn.fractional_avg_pool, np.mean)])
+@pytest.mark.parametrize("fn,reduce", [(kf.nn.fractional_max_pool, np.max),
+                                       (kf.nn.fractional_avg_pool, np.mean)])
 def test_pools_the_regions_of_the_sequences_it_returns(fn, reduce, overlapping, pseudo_random):
     out, rows, cols = _run(fn, overlapping=overlapping, pseudo_random=pseudo_random)
     assert out.shape == (2, 6, 6, 3) and out.dtype == np.float32   # floor(11 / 1.6), floor(9 / 1.3)
@@ -76,7 +77,8 @@ def test_seeds_without_deterministic_are_an_error():
         _run(kf.nn.fractional_max_pool, seed=3)
 
 
-@pytest.mark.parametrize("ratio,match", [([1.0, 1.5, 1.5], "4 elements"), ([1.0, 0.5, 1.5, 1.0], "smaller than 1"),
+@pytest.mark.parametrize("ratio,match", [([1.0, 1.5, 1.5], "4 elements"),
+                                         ([1.0, 0.5, 1.5, 1.0], "smaller than 1"),
                                          ([2.0, 1.5, 1.5, 1.0], "batch and depth")])
 def test_bad_pooling_ratio_is_a_value_error(ratio, match):
     with kf.Graph().as_default(), pytest.raises(ValueError, match=f"FractionalAvgPool: .*{match}"):
@@ -87,7 +89,8 @@ def test_too_small_input_is_an_error():
     with kf.Graph().as_default():
         p = kf.placeholder(kf.float32, [1, None, None, 1])
         out = kf.nn.fractional_max_pool(p, [1.0, 3.0, 1.0, 1.0])[0]
-        with kf.Session() as sess, pytest.raises(errors.InvalidArgumentError, match=r"FractionalMaxPool.*\[1, 0, 2, 1\]"):
+        with kf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                                 match=r"FractionalMaxPool.*\[1, 0, 2, 1\]"):
             sess.run(out, {p: np.zeros((1, 2, 2, 1), np.float32)})
 
 

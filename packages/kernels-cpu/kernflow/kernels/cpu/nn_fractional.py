@@ -59,8 +59,8 @@ def _reduce_axis(x, seq, axis, ufunc, overlapping):
     starts, stops = _regions(seq, x.shape[axis], overlapping)
     if not overlapping:
         return ufunc.reduceat(x, starts, axis=axis)
-    return np.stack([ufunc.reduce(np.take(x, np.arange(a, b), axis), axis=axis) for a, b in zip(starts, stops)],
-                    axis)
+    parts = [ufunc.reduce(np.take(x, np.arange(a, b), axis), axis=axis) for a, b in zip(starts, stops)]
+    return np.stack(parts, axis)
 
 
 def _counts(seq, length, overlapping):
@@ -74,8 +74,8 @@ def _seeds(ctx):
     seed, seed2 = int(ctx.get_attr("seed")), int(ctx.get_attr("seed2"))
     if not ctx.get_attr("deterministic"):
         if seed or seed2:
-            raise _invalid(ctx, f"Both seed and seed2 should be 0 if deterministic is false, got seed={seed}, "
-                                f"seed2={seed2}")
+            raise _invalid(ctx, f"Both seed and seed2 should be 0 if deterministic is false, got "
+                                f"seed={seed}, seed2={seed2}")
         return None
     if seed == 0 and seed2 == 0:
         seed, seed2 = (int(v) for v in np.random.SeedSequence().generate_state(2, np.uint64))
@@ -123,7 +123,8 @@ def _fractional_factory(ctx):
 
 # ---------------------------------------------------------------------------- gradient kernels
 def _check_sequences(ctx, rows, cols, shape, out_shape):
-    for what, seq, length, n in (("row", rows, shape[1], out_shape[1]), ("col", cols, shape[2], out_shape[2])):
+    for what, seq, length, n in (("row", rows, shape[1], out_shape[1]),
+                                 ("col", cols, shape[2], out_shape[2])):
         seq = np.asarray(seq)
         if seq.shape != (n + 1,) or seq[0] != 0 or seq[-1] != length or (np.diff(seq) <= 0).any():
             raise _invalid(ctx, f"{what}_pooling_sequence must be {n + 1} increasing boundaries from 0 to "
