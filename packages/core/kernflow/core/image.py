@@ -24,7 +24,7 @@ from kernflow.core.ops.image_ops import (crop_and_resize, decode_bmp, decode_gif
                                          hsv_to_rgb, non_max_suppression, non_max_suppression_padded,
                                          non_max_suppression_with_scores, resize_area, resize_bicubic,
                                          resize_bilinear, resize_nearest_neighbor, rgb_to_hsv)
-from kernflow.core.ops.image_ops_more import (combined_non_max_suppression, decode_and_crop_jpeg,
+from kernflow.core.ops.image_ops_more import (combined_non_max_suppression, decode_and_crop_jpeg, decode_webp,
                                               encode_jpeg_variable_quality, extract_glimpse,
                                               non_max_suppression_overlaps, sample_distorted_bounding_box)
 from kernflow.core.ops.misc_ops_more import extract_image_patches
@@ -38,7 +38,7 @@ __all__ = [
     "transpose_image", "rot90", "random_crop", "image_gradients", "sobel_edges", "crop_and_resize",
     "non_max_suppression", "non_max_suppression_with_scores", "non_max_suppression_padded",
     "draw_bounding_boxes", "decode_png", "encode_png", "decode_jpeg", "encode_jpeg", "decode_gif",
-    "decode_bmp", "decode_image", "extract_jpeg_shape", "rgb_to_hsv", "hsv_to_rgb",
+    "decode_bmp", "decode_webp", "decode_image", "extract_jpeg_shape", "rgb_to_hsv", "hsv_to_rgb",
     "adjust_brightness", "adjust_contrast", "adjust_gamma", "adjust_hue", "adjust_saturation",
     "convert_image_dtype", "grayscale_to_rgb", "per_image_standardization", "psnr",
     "random_brightness", "random_contrast", "random_hue", "random_saturation", "rgb_to_grayscale",

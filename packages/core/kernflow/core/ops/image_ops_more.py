@@ -23,7 +23,7 @@ _S = _ts.TensorShape
 # Op types of this module: host only, like the rest of the image family.
 IMAGE_MORE_OPS = ("SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2", "ExtractGlimpse",
                   "NonMaxSuppressionWithOverlaps", "CombinedNonMaxSuppression", "DecodeAndCropJpeg",
-                  "EncodeJpegVariableQuality")
+                  "EncodeJpegVariableQuality", "DecodeWebP")
 
 
 # ---------------------------------------------------------------------------- shape functions
@@ -100,6 +100,11 @@ def _decode_crop_shape(op):
     return [_S([h, w, op.get_attr("channels") or None])]
 
 
+def _decode_webp_shape(op):
+    op.inputs[0].shape.with_rank(0)
+    return [_S(None)]   # [h, w, c] for a still image, [frames, h, w, 4] for an animation
+
+
 def _encode_quality_shape(op):
     op.inputs[0].shape.with_rank(3)
     op.inputs[1].shape.with_rank(0)
@@ -168,6 +173,11 @@ register_op("EncodeJpegVariableQuality", inputs=["images: uint8", "quality: int3
             outputs=["contents: string"], shape_fn=_encode_quality_shape,
             doc="Encodes a uint8 image [h, w, 1 or 3] as a JPEG of quality given as a scalar tensor "
                 "(0-100).")
+register_op("DecodeWebP", inputs=["contents: string"], outputs=["image: dtype"],
+            attrs=["channels: int = 0", "dtype: {uint8} = uint8"], shape_fn=_decode_webp_shape,
+            doc="Decodes a WebP image: uint8 [height, width, channels] for a still image (channels 0: as "
+                "stored, 3 without alpha, 4 with it; else must match the file), [frames, height, "
+                "width, 4] RGBA for an animation (channels 0 or 4).")
 
 for _op in IMAGE_MORE_OPS:
     NotDifferentiable(_op)
@@ -321,3 +331,24 @@ def encode_jpeg_variable_quality(images, quality, name=None):
     """Encodes a uint8 image [h, w, 1 or 3] as JPEG bytes of a quality given as an int32 tensor."""
     return _op("EncodeJpegVariableQuality",
                [images, _ops.convert_to_tensor(quality, dtype=_dtypes.int32, name="quality")], name=name)[0]
+
+
+def decode_webp(contents, channels=0, dtype=_dtypes.uint8, name=None):
+    """Decodes WebP bytes (TF's `tf.image.decode_webp` / `tf.io.decode_webp`).
+
+    Args:
+        contents: 0-D string Tensor: the WebP file.
+        channels: 0 (as stored), 3 (RGB) or 4 (RGBA); a non-zero value must match the file's
+            (TF converts nothing either). Animations are RGBA only.
+        dtype: uint8, the only type TF allows.
+        name: op name.
+
+    Returns:
+        uint8 Tensor [height, width, channels] for a still image, [num_frames, height, width, 4]
+        for an animation (its static rank is unknown).
+
+    Raises:
+        InvalidArgumentError (at run time): the contents are not WebP, or channels does not match.
+    """
+    attrs = {"channels": int(channels), "dtype": _dtypes.as_dtype(dtype)}
+    return _op("DecodeWebP", [contents], attrs, name)[0]

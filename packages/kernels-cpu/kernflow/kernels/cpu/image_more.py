@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from kernflow.kernels.cpu.image import (_MODES, _decode_factory, _encode, _image_arg, _invalid, _iou,
+from kernflow.kernels.cpu.image import (_MODES, _bytes, _decode_factory, _encode, _image_arg, _invalid, _iou,
                                         greedy_nms)
 from kernflow.kernels.cpu.random import _Stream
 
@@ -299,11 +299,43 @@ def _encode_jpeg_quality(ctx):
     return compute
 
 
+# ---------------------------------------------------------------------------- WebP
+def _decode_webp(ctx):
+    channels = ctx.get_attr("channels")
+    if channels not in (0, 3, 4):
+        raise _invalid(ctx, f"channels must be 0, 3 or 4 for WebP, got {channels}")
+
+    def compute(contents):
+        import io
+
+        from PIL import Image
+        data = _bytes(ctx, contents)
+        if data[:4] != b"RIFF" or data[8:12] != b"WEBP":
+            raise _invalid(ctx, f"Invalid WebP data, size {len(data)} (the contents start with "
+                                f"{data[:12]!r}, not RIFF....WEBP)")
+        try:
+            img = Image.open(io.BytesIO(data))
+            frames = getattr(img, "n_frames", 1)
+            stored = 4 if "A" in img.mode or frames > 1 else 3
+            if channels not in (0, stored):
+                what = "animation" if frames > 1 else "image"
+                raise _invalid(ctx, f"channels {channels} does not match the WebP {what}'s {stored}")
+            out = []
+            for k in range(frames):
+                img.seek(k)
+                out.append(np.asarray(img.convert(_MODES[stored]), np.uint8))
+        except OSError as e:
+            raise _invalid(ctx, f"could not decode the WebP data: {e}") from None
+        return np.stack(out) if frames > 1 else out[0]
+    return compute
+
+
 def register(registry, device=DEVICE):
     """Registers this family's CPU kernels."""
     table = {"SampleDistortedBoundingBox": _sample_box_factory,
              "SampleDistortedBoundingBoxV2": _sample_box_factory, "ExtractGlimpse": _glimpse,
              "NonMaxSuppressionWithOverlaps": _nms_overlaps, "CombinedNonMaxSuppression": _combined_nms,
-             "DecodeAndCropJpeg": _decode_and_crop, "EncodeJpegVariableQuality": _encode_jpeg_quality}
+             "DecodeAndCropJpeg": _decode_and_crop, "EncodeJpegVariableQuality": _encode_jpeg_quality,
+             "DecodeWebP": _decode_webp}
     for op, factory in table.items():
         registry.register(op, device, factory)

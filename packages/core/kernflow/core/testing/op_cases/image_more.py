@@ -125,6 +125,12 @@ CASES = [
 ]
 
 
+def _webp(arr):
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "WEBP", lossless=True)
+    return np.array(buf.getvalue(), object)
+
+
 def _jpeg(arr, quality=95):
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, "JPEG", quality=quality)
@@ -141,4 +147,10 @@ if Image is not None:
         OpCase("EncodeJpegVariableQuality",
                lambda x, q: kf.image.decode_jpeg(apply_op("EncodeJpegVariableQuality", [x, q]).outputs[0]),
                [_SMOOTH, np.int32(100)], lambda x, q: x, compare=_close(2.0)),
+    ]
+    _RGBA = _r.randint(0, 256, (5, 7, 4)).astype(np.uint8)
+    CASES += [
+        OpCase("DecodeWebP", lambda c: kf.image.decode_webp(c), [_webp(_SMOOTH)], lambda c: _SMOOTH),
+        OpCase("DecodeWebP", lambda c: kf.image.decode_webp(c, channels=4), [_webp(_RGBA)], lambda c: _RGBA,
+               name="rgba"),
     ]
