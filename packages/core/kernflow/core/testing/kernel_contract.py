@@ -28,6 +28,7 @@ from kernflow.core.ops.accumulator_ops import ACCUMULATOR_OPS
 from kernflow.core.ops.array_ops_more import ARRAY_MORE_OPS
 from kernflow.core.ops.array_ops_extra import UNIQUE_OPS
 from kernflow.core.ops.candidate_sampling_ops import CANDIDATE_SAMPLING_OPS
+from kernflow.core.ops.critical_section_ops import MUTEX_OPS
 from kernflow.core.ops.data_flow_ops import QUEUE_OPS
 from kernflow.core.ops.data_ops import DATA_OPS
 from kernflow.core.ops.image_ops import IMAGE_OPS
@@ -108,12 +109,13 @@ def all_cases() -> list[OpCase]:
     return out
 
 
-# Ops of queues and conditional accumulators: host tensors only, with no GPU kernel by design (as
-# in TF); placement keeps them on the CPU. The sparse ops, Unique and the candidate samplers
+# Ops of queues, conditional accumulators and mutexes: host tensors only, with no GPU kernel by
+# design (as in TF); placement keeps them on the CPU. The sparse ops, Unique and the candidate samplers
 # (stateful numpy generators), the special math ops and the linear algebra ops have no GPU kernel
 # yet: host only too, like the tf.data ops (their values are Python objects: datasets, iterators),
 # the string ops and the newer nn ops (depthwise and 3-D convolutions, 3-D pooling, LRN, ...).
-HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SPARSE_OPS) | \
+HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(MUTEX_OPS) | \
+    frozenset(SPARSE_OPS) | \
     frozenset(UNIQUE_OPS) | frozenset(CANDIDATE_SAMPLING_OPS) | frozenset(SPECIAL_MATH_OPS) | \
     frozenset(LINALG_OPS) | frozenset(DATA_OPS) | frozenset(NN_EXTRA_OPS) | frozenset(STRING_OPS) | \
     frozenset(IMAGE_OPS) | frozenset(PARSING_OPS) | frozenset(INPUT_PRODUCER_OPS) | \
@@ -123,12 +125,13 @@ HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(SP
     frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS) | \
     frozenset(FRACTIONAL_POOL_OPS)
 
-# Ops whose state is a host-side resource (queues, accumulators, datasets and iterators, stacks,
-# TensorArrays, session tensors): exercised by
-# their own tests (tests/queues, tests/ops/test_accumulator_ops.py, test_tensor_array.py,
+# Ops whose state is a host-side resource (queues, accumulators, mutexes, datasets and iterators,
+# stacks, TensorArrays, session tensors): exercised by their own tests (tests/queues,
+# tests/ops/test_accumulator_ops.py, test_critical_section.py, test_tensor_array.py,
 # test_stack_ops.py, test_session_ops.py) rather than required to have contract cases. Stacks and TensorArrays keep
 # their handles on the host but have GPU kernels.
-HOST_RESOURCE_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(DATA_OPS) | \
+HOST_RESOURCE_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(MUTEX_OPS) | \
+    frozenset(DATA_OPS) | \
     frozenset(LOOKUP_OPS) | frozenset(SESSION_OPS) | \
     frozenset({
     "StackV2", "StackPushV2", "StackPopV2", "StackCloseV2",

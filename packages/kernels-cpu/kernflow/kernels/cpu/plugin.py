@@ -7,7 +7,8 @@ FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "traini
             "queues", "accumulators", "tensor_array", "sparse", "candidate_sampling", "special",
             "linalg", "image", "image_more", "strings", "nn_extra", "parsing", "data", "ctc",
             "sparse_more", "array_more", "math_more", "io_more", "script", "readers", "lookup",
-            "training_more", "misc_more", "summary", "audio", "session_tensors", "nn_fractional")
+            "training_more", "misc_more", "summary", "audio", "session_tensors", "nn_fractional",
+            "mutex")
 
 
 @hookimpl
