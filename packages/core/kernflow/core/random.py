@@ -9,7 +9,7 @@ same seed gives the same values in any session and process. Their streams come f
 Philox generator keyed by the seed, so the values do NOT match TensorFlow's bit for bit.
 
 Not available: Algorithm, Generator, create_rng_state, get_global_generator,
-set_global_generator, stateless_parameterized_truncated_normal and the `experimental` submodule.
+set_global_generator and the `experimental` submodule.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ __all__ = ["all_candidate_sampler", "categorical", "fixed_unigram_candidate_samp
            "get_seed", "learned_unigram_candidate_sampler", "log_uniform_candidate_sampler", "multinomial",
            "normal", "poisson", "set_random_seed", "shuffle", "split", "stateless_binomial",
            "stateless_categorical", "stateless_gamma", "stateless_multinomial", "stateless_normal",
-           "stateless_poisson", "stateless_truncated_normal", "stateless_uniform", "truncated_normal",
-           "uniform", "uniform_candidate_sampler"]
+           "stateless_parameterized_truncated_normal", "stateless_poisson", "stateless_truncated_normal",
+           "stateless_uniform", "truncated_normal", "uniform", "uniform_candidate_sampler"]
 
 _NUMERIC = (_dtypes.float16, _dtypes.float32, _dtypes.float64, _dtypes.int32, _dtypes.int64)
 
@@ -199,6 +199,34 @@ def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dtypes.
     return _stateless_scaled("StatelessTruncatedNormal", "stateless_truncated_normal", shape, seed, mean,
                              stddev, dtype, name)
 
+
+def stateless_parameterized_truncated_normal(shape, seed, means=0.0, stddevs=1.0, minvals=-2.0, maxvals=2.0,
+                                             name=None):
+    """Normal(means, stddevs) values truncated to [minvals, maxvals], a deterministic function of `seed`.
+
+    Args:
+        shape: 1-D ints: the output's shape.
+        seed: shape [2] int32 or int64 Tensor.
+        means, stddevs, minvals, maxvals: float16, float32 or float64 values (of the first one's
+            type, float32 for Python numbers) that broadcast together to a shape `shape` dominates;
+            stddevs > 0, minvals < maxvals (either may be infinite).
+        name: optional name scope (default "stateless_parameterized_truncated_normal").
+
+    Returns:
+        A Tensor of `shape` and the parameters' dtype, differentiable with respect to the four
+        parameters (implicit reparameterization, as TF's gradient).
+
+    Raises:
+        InvalidArgumentError (at run time): the parameters do not broadcast to shape, or are invalid.
+    """
+    with _ops.name_scope(name, "stateless_parameterized_truncated_normal",
+                         [shape, means, stddevs, minvals, maxvals]) as name:
+        first = _ops.convert_to_tensor(means, name="means", preferred_dtype=_dtypes.float32)
+        dt = _float_dtype(first.dtype, "stateless_parameterized_truncated_normal")
+        params = [first] + [_ops.convert_to_tensor(v, dtype=dt, name=n)
+                            for v, n in ((stddevs, "stddevs"), (minvals, "minvals"), (maxvals, "maxvals"))]
+        return _out("StatelessParameterizedTruncatedNormal", [_shape_tensor(shape), _seed(seed)] + params,
+                    name=name)
 
 def _stateless_multinomial(logits, num_samples, seed, dtype, name, default_name):
     with _ops.name_scope(name, default_name, [logits, seed]) as name:

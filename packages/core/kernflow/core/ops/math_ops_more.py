@@ -239,6 +239,14 @@ register_op("StatelessRandomPoisson", inputs=["shape: T", "seed: Tseed", "lam: R
             attrs=["Rtype: {half, float, double, int32, int64}", "dtype: {half, float, double, int32, int64}"]
             + _STATELESS_ATTRS, shape_fn=_stateless_shape,
             doc="Draws Poisson(lam) samples (lam broadcasts to `shape`), a deterministic function of `seed`.")
+register_op("StatelessParameterizedTruncatedNormal",
+            inputs=["shape: S", "seed: Tseed", "means: dtype", "stddevs: dtype", "minvals: dtype",
+                    "maxvals: dtype"], outputs=["output: dtype"],
+            attrs=["S: {int32, int64}", "Tseed: {int32, int64} = int64", "dtype: {half, float, double}"],
+            shape_fn=_stateless_shape,
+            doc="Draws Normal(means, stddevs) samples truncated to [minvals, maxvals] (the four broadcast "
+                "to `shape`; stddevs > 0, minvals < maxvals, either may be infinite), a deterministic "
+                "function of `seed`.")
 
 _LT = "T: {double, float, half, complex64, complex128}"
 register_op("Lu", inputs=["input: T"], outputs=["lu: T", "p: output_idx_type"],
@@ -273,7 +281,8 @@ MATH_MORE_OPS = (
     + ("FFTND", "IFFTND", "RFFTND", "IRFFTND", "RandomGamma", "RandomPoissonV2", "StatelessRandomUniform",
        "StatelessRandomNormal", "StatelessTruncatedNormal", "StatelessRandomUniformInt",
        "StatelessRandomUniformFullInt", "StatelessMultinomial", "StatelessRandomBinomial",
-       "StatelessRandomGammaV2", "StatelessRandomPoisson", "Lu", "MatrixSquareRoot", "MatrixExponential",
+       "StatelessRandomGammaV2", "StatelessRandomPoisson", "StatelessParameterizedTruncatedNormal",
+       "Lu", "MatrixSquareRoot", "MatrixExponential",
        "MatrixLogarithm", "TridiagonalMatMul", "TridiagonalSolve"))
 
 

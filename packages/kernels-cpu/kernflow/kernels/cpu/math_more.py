@@ -548,6 +548,52 @@ def _binomial(ctx, gen, shape, npdt, counts, probs):
     return _cast_draw(gen.binomial(n.astype(np.int64), p, size=shape), npdt)
 
 
+def _truncated_standard(gen, a, b):
+    """Standard normal draws truncated to [a, b] (arrays, a < b, infinities allowed), by rejection
+    from a proposal suited to each interval: the normal itself when [a, b] holds much of its mass,
+    a shifted exponential (Robert, 1995) far in a tail, else a uniform one on the (short) interval.
+    Intervals left of 0 are mirrored to the right first."""
+    flip = (b <= 0).reshape(-1)
+    lo = np.where(flip, -b.reshape(-1), a.reshape(-1))
+    hi = np.where(flip, -a.reshape(-1), b.reshape(-1))
+    out = np.empty(lo.shape)
+    todo = np.arange(lo.size)
+    while todo.size:
+        l, h = lo[todo], hi[todo]
+        normal = (l < 0.5) & (h - l >= 2.5)
+        expo = ~normal & (l >= 0.5) & ((l * (h - l) > 2) | np.isinf(h))
+        tail = np.where(expo, l, 1.0)
+        lam = (tail + np.sqrt(tail * tail + 4)) / 2
+        width = np.where(normal | expo, 0.0, h - l)   # finite (< 4) wherever the uniform is used
+        n = todo.size
+        z = np.where(normal, gen.standard_normal(n),
+                     np.where(expo, l + gen.exponential(size=n) / lam, l + width * gen.random(n)))
+        peak = np.maximum(l, 0)
+        ratio = np.where(normal, 1.0,
+                         np.where(expo, np.exp(-(z - lam) ** 2 / 2), np.exp((peak ** 2 - z ** 2) / 2)))
+        ok = (z >= l) & (z <= h) & (gen.random(n) <= ratio)
+        out[todo[ok]] = z[ok]
+        todo = todo[~ok]
+    return np.where(flip, -out, out).reshape(a.shape)
+
+
+def _parameterized_truncated(ctx, gen, shape, npdt, means, stddevs, minvals, maxvals):
+    try:
+        mu, sd, lo, hi = (np.broadcast_to(np.asarray(v, np.float64), shape)
+                          for v in (means, stddevs, minvals, maxvals))
+    except ValueError:
+        raise _invalid(ctx, f"means {list(np.shape(means))}, stddevs {list(np.shape(stddevs))}, minvals "
+                            f"{list(np.shape(minvals))} and maxvals {list(np.shape(maxvals))} do not "
+                            f"broadcast to shape {list(shape)}") from None
+    if not (sd > 0).all():
+        raise _invalid(ctx, f"Invalid parameters: stddevs must be positive, got {sd[~(sd > 0)][:4].tolist()}")
+    if not (lo < hi).all():
+        bad = ~(lo < hi)
+        raise _invalid(ctx, f"Invalid parameters: minvals must be less than maxvals, got minvals "
+                            f"{lo[bad][:4].tolist()} and maxvals {hi[bad][:4].tolist()}")
+    z = _truncated_standard(gen, (lo - mu) / sd, (hi - mu) / sd)
+    return _cast_draw(np.clip(mu + sd * z, lo, hi), npdt)
+
 def _stateless_multinomial_factory(ctx):
     npdt = _out_np(ctx)
 
@@ -778,6 +824,7 @@ FACTORIES = {
     "StatelessRandomUniformFullInt": _stateless(_full_int), "StatelessRandomGammaV2": _stateless(_gamma_v2),
     "StatelessRandomPoisson": _stateless(_poisson_v2), "StatelessRandomBinomial": _stateless(_binomial),
     "StatelessMultinomial": _stateless_multinomial_factory,
+    "StatelessParameterizedTruncatedNormal": _stateless(_parameterized_truncated),
     "FFTND": _fftnd_factory, "IFFTND": _fftnd_factory, "RFFTND": _fftnd_factory, "IRFFTND": _fftnd_factory,
     "Lu": _lu_factory, "MatrixSquareRoot": _sqrtm_factory, "MatrixExponential": _expm_factory,
     "MatrixLogarithm": _logm_factory, "TridiagonalMatMul": _tridiag_matmul_factory,

@@ -176,6 +176,11 @@ CASES = [
     OpCase("StatelessTruncatedNormal", _seeded(lambda s: kr.stateless_truncated_normal([3000], s)),
            _SEED_ONLY,
            compare=_stats(0.0, 0.88), dynamic_shapes=False),
+    # 1 + 2 Z with Z >= -0.5: mean 1 + 2 pdf(.5) / cdf(.5), std 2 sqrt(1 - .5 r - r^2), r = pdf(.5) / cdf(.5)
+    OpCase("StatelessParameterizedTruncatedNormal",
+           _seeded(lambda s: kr.stateless_parameterized_truncated_normal([4000], s, 1.0, 2.0, 0.0,
+                                                                         float("inf"))),
+           _SEED_ONLY, compare=_stats(2.0183, 1.3945, 0.05), dynamic_shapes=False),
     OpCase("StatelessRandomUniformInt",
            _seeded(lambda s: kr.stateless_uniform([3000], s, minval=2, maxval=6, dtype="int32")), _SEED_ONLY,
            compare=_stats(3.5, math.sqrt(15 / 12)), dynamic_shapes=False),
