@@ -1,8 +1,11 @@
 """`kf.linalg`: TF1's `tf.linalg` namespace (kernflow.core.ops.linalg_ops and friends).
 
-Not available: the LinearOperator classes and the `experimental` submodule.
+The LinearOperator classes come from kernflow.core.linear_operator. Not available: the `experimental`
+submodule.
 """
 
+from kernflow.core.linear_operator import *  # noqa: F401,F403  (the LinearOperator classes)
+from kernflow.core.linear_operator import __all__ as _operators
 from kernflow.core.ops.array_ops_shape import matrix_transpose, transpose
 from kernflow.core.ops.clip_ops import global_norm
 from kernflow.core.ops.linalg_ops import (adjoint, cholesky, cholesky_solve, cross, eye, logdet,
@@ -32,3 +35,4 @@ __all__ = ["adjoint", "band_part", "cholesky", "cholesky_solve", "cross", "det",
 __all__ += ["eigh_tridiagonal", "einsum", "expm", "logm", "lu", "lu_matrix_inverse", "lu_reconstruct",
             "lu_solve", "sqrtm", "tensor_diag", "tensor_diag_part", "tensordot", "tridiagonal_matmul",
             "tridiagonal_solve"]
+__all__ += _operators
