@@ -11,6 +11,13 @@ L = kf.linalg
 _r = np.random.RandomState(7)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_graph():
+    """One small graph per test, so that each Session.run prunes only that test's ops."""
+    with kf.Graph().as_default():
+        yield
+
+
 def _well(*shape):
     return _r.uniform(-1, 1, shape) + 3 * np.eye(shape[-1])
 

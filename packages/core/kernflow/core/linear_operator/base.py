@@ -262,7 +262,7 @@ class LinearOperator:
     def _prepare(self, x, name="x"):
         if isinstance(x, LinearOperator):
             return x
-        x = to_tensor(x, name, dtype=self.dtype)
+        x = to_tensor(x, name, dtype=None if kf.is_tensor(x) else self.dtype)
         self._check_input_dtype(x)
         return x
 
