@@ -7,16 +7,12 @@ import pytest
 import kernflow.core as kf
 from kernflow.core.framework import errors
 from kernflow.core.testing.gradient_checker import compute_gradient_error
+from kernflow.core.testing.linear_operator_kit import fresh_graph
 
 L = kf.linalg
 _r = np.random.RandomState(5)
 
-
-@pytest.fixture(autouse=True)
-def _fresh_graph():
-    """One small graph per test, so that each Session.run prunes only that test's ops."""
-    with kf.Graph().as_default():
-        yield
+_fresh_graph = pytest.fixture(autouse=True)(fresh_graph)
 
 
 def _eye(n=3):
@@ -86,7 +82,8 @@ def test_dtype_and_shape_errors_name_the_operator():
     with pytest.raises(NotImplementedError, match="self-adjoint"):
         L.LinearOperatorFullMatrix(_eye()).eigvals()
     with pytest.raises(TypeError, match="same dtype"):
-        L.LinearOperatorComposition([L.LinearOperatorIdentity(2), L.LinearOperatorIdentity(2, dtype=kf.float64)])
+        L.LinearOperatorComposition([L.LinearOperatorIdentity(2),
+                                     L.LinearOperatorIdentity(2, dtype=kf.float64)])
     with pytest.raises(TypeError, match="matrix must have dtype"):
         L.LinearOperatorFullMatrix(np.ones((2, 2), np.int32))
 

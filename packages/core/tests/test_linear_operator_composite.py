@@ -5,21 +5,16 @@ import numpy as np
 import pytest
 
 import kernflow.core as kf
-from kernflow.core.testing.linear_operator_kit import check_operator
+from kernflow.core.testing.linear_operator_kit import check_operator, fresh_graph, well_conditioned
 
 L = kf.linalg
 _r = np.random.RandomState(11)
 
-
-@pytest.fixture(autouse=True)
-def _fresh_graph():
-    """One small graph per test, so that each Session.run prunes only that test's ops."""
-    with kf.Graph().as_default():
-        yield
+_fresh_graph = pytest.fixture(autouse=True)(fresh_graph)
 
 
 def _well(*shape):
-    return _r.uniform(-1, 1, shape) + 3 * np.eye(shape[-1])
+    return well_conditioned(_r, *shape)
 
 
 def _block_diag(*ms):

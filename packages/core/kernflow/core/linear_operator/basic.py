@@ -23,6 +23,12 @@ def _with_rank_at_least(t, rank, owner, what):
     return t
 
 
+def assert_nonzero(diag, owner):
+    """An op that fails when a diagonal entry is zero (the operator is then singular)."""
+    return kf.assert_positive(kf.abs(diag), message="%s: singular operator: diagonal contained zero values."
+                              % owner)
+
+
 def _square_shape(vector_shape):
     """`batch + [n, n]` from the static shape `batch + [n]` of a vector-backed operator."""
     if vector_shape.ndims is None:
@@ -136,8 +142,7 @@ class LinearOperatorDiag(LinearOperator):
         return kf.identity(self._diag)
 
     def _assert_non_singular(self):
-        return kf.assert_positive(kf.abs(self._diag),
-                                  message="%s: singular operator: diagonal contained zero values." % self.name)
+        return assert_nonzero(self._diag, self.name)
 
     def _assert_positive_definite(self):
         return kf.assert_positive(kf.math.real(self._diag),
@@ -202,8 +207,7 @@ class LinearOperatorLowerTriangular(LinearOperator):
         return self._tril
 
     def _assert_non_singular(self):
-        return kf.assert_positive(kf.abs(self._diag()),
-                                  message="%s: singular operator: diagonal contained zero values." % self.name)
+        return assert_nonzero(self._diag(), self.name)
 
 
 class LinearOperatorHouseholder(LinearOperator):

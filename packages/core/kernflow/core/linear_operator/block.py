@@ -10,8 +10,8 @@ from __future__ import annotations
 import kernflow.core as kf  # partly imported here; its attributes are used only at call time
 from kernflow.core.framework.tensor_shape import dimension_value
 from kernflow.core.linear_operator.base import broadcast_matrix_batch, matrix_adjoint
-from kernflow.core.linear_operator.composite import (LinearOperator, all_hint, batch_of, batch_tensor_of,
-                                                     check_operators, with_matrix_shape)
+from kernflow.core.linear_operator.composite import (OperatorList, batch_of, batch_tensor_of,
+                                                     check_operators, derived_hints, with_matrix_shape)
 
 __all__ = ["LinearOperatorBlockDiag", "LinearOperatorBlockLowerTriangular"]
 
@@ -32,17 +32,6 @@ def _sum_dims(dims):
     return None if any(d is None for d in dims) else sum(dims)
 
 
-def _hints(operators, is_non_singular, is_self_adjoint, is_positive_definite, what):
-    return (all_hint(operators, "is_non_singular", is_non_singular,
-                     "The %s of non-singular operators is always non-singular." % what),
-            all_hint(operators, "is_self_adjoint", is_self_adjoint,
-                     "The %s of self-adjoint operators is always self-adjoint." % what)
-            if what == "block diagonal" else is_self_adjoint,
-            all_hint(operators, "is_positive_definite", is_positive_definite,
-                     "The %s of positive-definite operators is always positive-definite." % what)
-            if what == "block diagonal" else is_positive_definite)
-
-
 def _check_square(operators, owner):
     for op in operators:
         if op.is_square is False:
@@ -50,7 +39,7 @@ def _check_square(operators, owner):
                 owner, op.name, op.shape))
 
 
-class _BlockSquare(LinearOperator):
+class _BlockSquare(OperatorList):
     """Shared by block operators whose diagonal blocks are `self._diagonal`."""
 
     def _shape(self):
@@ -112,17 +101,14 @@ class LinearOperatorBlockDiag(_BlockSquare):
         if is_square is False:
             raise ValueError("A blockdiagonal operator is always square.")
         self._diagonal = self._all = operators
-        hints = _hints(operators, is_non_singular, is_self_adjoint, is_positive_definite, "block diagonal")
-        super().__init__(operators[0].dtype, sum((op.graph_parents for op in operators), []), *hints,
-                         is_square=True, name=name)
-
-    @property
-    def operators(self):
-        return self._diagonal
+        hints = derived_hints(operators, "block diagonal", is_non_singular=is_non_singular,
+                              is_self_adjoint=is_self_adjoint, is_positive_definite=is_positive_definite)
+        super().__init__(operators, hints, True, name)
 
     def _each(self, method, x, adjoint):
         blocks = _split_rows(x, self._diagonal)
-        return _concat_rows([getattr(op, method)(b, adjoint=adjoint) for op, b in zip(self._diagonal, blocks)])
+        return _concat_rows([getattr(op, method)(b, adjoint=adjoint)
+                             for op, b in zip(self._diagonal, blocks)])
 
     def _matmul(self, x, adjoint=False, adjoint_arg=False):
         return self._each("matmul", matrix_adjoint(x, adjoint_arg), adjoint)
@@ -175,10 +161,9 @@ class LinearOperatorBlockLowerTriangular(_BlockSquare):
         self._diagonal = [row[-1] for row in rows]
         _check_square(self._diagonal, name)
         self._check_blocks(name)
-        hints = _hints(self._diagonal, is_non_singular, is_self_adjoint, is_positive_definite,
-                       "block lower triangular")
-        super().__init__(self._all[0].dtype, sum((op.graph_parents for op in self._all), []), *hints,
-                         is_square=True, name=name)
+        hints = derived_hints(self._diagonal, "block lower triangular", is_non_singular=is_non_singular)
+        super().__init__(self._all, dict(hints, is_self_adjoint=is_self_adjoint,
+                                         is_positive_definite=is_positive_definite), True, name)
 
     def _check_blocks(self, name):
         for i, row in enumerate(self._rows):
@@ -212,8 +197,8 @@ class LinearOperatorBlockLowerTriangular(_BlockSquare):
         order = range(n - 1, -1, -1) if adjoint else range(n)
         for i in order:
             known = range(i + 1, n) if adjoint else range(i)
-            terms = [self._rows[k][i].matmul(xs[k], adjoint=True) if adjoint else self._rows[i][k].matmul(xs[k])
-                     for k in known]
+            terms = [self._rows[k][i].matmul(xs[k], adjoint=True) if adjoint else
+                     self._rows[i][k].matmul(xs[k]) for k in known]
             residual = bs[i] - kf.add_n(broadcast_matrix_batch(terms)) if terms else bs[i]
             xs[i] = self._diagonal[i].solve(residual, adjoint=adjoint)
         return _concat_rows(xs)

@@ -34,7 +34,8 @@ class _BaseCirculant(LinearOperator):
         check_dtype(spectrum, float_or_complex(), "%s: spectrum" % name)
         depth = self._block_depth
         if spectrum.shape.ndims is not None and spectrum.shape.ndims < depth:
-            raise ValueError("%s: spectrum must have rank >= %d; got shape %s" % (name, depth, spectrum.shape))
+            raise ValueError("%s: spectrum must have rank >= %d; got shape %s" % (
+                name, depth, spectrum.shape))
         io_dtype = kf.as_dtype(input_output_dtype)
         self._spectrum = to_complex(spectrum, complex_of(io_dtype))
         self._input_spectrum = spectrum

@@ -31,10 +31,34 @@ def check_operators(operators, owner):
     return operators
 
 
-def all_hint(operators, attr, given, message):
-    """`given`, or True when every operator's hint `attr` is True (ValueError when given is False)."""
-    implied = True if all(getattr(op, attr) for op in operators) else None
-    return check_hint(given, implied, message)
+def derived_hints(operators, what, **given):
+    """Each given hint (`is_non_singular=...`), or True when every operator's is True.
+
+    Raises:
+        ValueError: a hint given as False that every operator has as True.
+    """
+    out = {}
+    for attr, value in given.items():
+        words = attr[3:].replace("_", "-")
+        implied = True if all(getattr(op, attr) for op in operators) else None
+        out[attr] = check_hint(value, implied, "The %s of %s operators is always %s." % (what, words, words))
+    return out
+
+
+class OperatorList(LinearOperator):
+    """An operator made of the LinearOperators `self._operators` (one dtype, their graph parents)."""
+
+    def __init__(self, operators, hints, is_square, name):
+        self._operators = operators
+        super().__init__(operators[0].dtype, sum((op.graph_parents for op in operators), []),
+                         is_square=is_square, name=name, **hints)
+
+    @property
+    def operators(self):
+        return self._operators
+
+    def _factors_square(self):
+        return all(op.is_square for op in self._operators)
 
 
 def batch_of(operators):
@@ -51,7 +75,7 @@ def with_matrix_shape(batch, rows, cols):
     return batch.concatenate([rows, cols])
 
 
-class LinearOperatorComposition(LinearOperator):
+class LinearOperatorComposition(OperatorList):
     """The product `A1 A2 ... Ak` of operators (TF1 `tf.linalg.LinearOperatorComposition`).
 
     Raises:
@@ -68,15 +92,9 @@ class LinearOperatorComposition(LinearOperator):
             if a is not None and b is not None and a != b:
                 raise ValueError("%s: operators are incompatible: %s has domain dimension %d, %s range "
                                  "dimension %d" % (name, left.name, a, right.name, b))
-        self._operators = operators
-        is_non_singular = all_hint(operators, "is_non_singular", is_non_singular,
-                                   "The composition of non-singular operators is always non-singular.")
-        super().__init__(operators[0].dtype, sum((op.graph_parents for op in operators), []),
-                         is_non_singular, is_self_adjoint, is_positive_definite, is_square, name)
-
-    @property
-    def operators(self):
-        return self._operators
+        hints = derived_hints(operators, "composition", is_non_singular=is_non_singular)
+        super().__init__(operators, dict(hints, is_self_adjoint=is_self_adjoint,
+                                         is_positive_definite=is_positive_definite), is_square, name)
 
     def _shape(self):
         ops = self._operators
@@ -100,9 +118,6 @@ class LinearOperatorComposition(LinearOperator):
         for op in order[1:]:
             result = op.solve(result, adjoint=adjoint)
         return result
-
-    def _factors_square(self):
-        return all(op.is_square for op in self._operators)
 
     def _determinant(self):
         if not self._factors_square():
@@ -278,7 +293,7 @@ def _dim(static, tensor_fn):
     return v if v is not None else tensor_fn()
 
 
-class LinearOperatorKronecker(LinearOperator):
+class LinearOperatorKronecker(OperatorList):
     """The Kronecker product `A1 ⊗ A2 ⊗ ... ⊗ Ak` (TF1 `tf.linalg.LinearOperatorKronecker`).
 
     matmul and solve apply one factor at a time to a reshaped argument; the determinant is
@@ -292,20 +307,9 @@ class LinearOperatorKronecker(LinearOperator):
                  is_square=None, name=None):
         operators = check_operators(operators, name or "LinearOperatorKronecker")
         name = name or "_x_".join(op.name for op in operators)
-        self._operators = operators
-        is_non_singular = all_hint(operators, "is_non_singular", is_non_singular,
-                                   "The Kronecker product of non-singular operators is always non-singular.")
-        is_self_adjoint = all_hint(operators, "is_self_adjoint", is_self_adjoint,
-                                   "The Kronecker product of self-adjoint operators is always self-adjoint.")
-        is_positive_definite = all_hint(
-            operators, "is_positive_definite", is_positive_definite,
-            "The Kronecker product of positive-definite operators is always positive-definite.")
-        super().__init__(operators[0].dtype, sum((op.graph_parents for op in operators), []),
-                         is_non_singular, is_self_adjoint, is_positive_definite, is_square, name)
-
-    @property
-    def operators(self):
-        return self._operators
+        hints = derived_hints(operators, "Kronecker product", is_non_singular=is_non_singular,
+                              is_self_adjoint=is_self_adjoint, is_positive_definite=is_positive_definite)
+        super().__init__(operators, hints, is_square, name)
 
     def _shape(self):
         rows, cols = 1, 1
@@ -371,9 +375,6 @@ class LinearOperatorKronecker(LinearOperator):
         for d in dims[1:]:
             total = total * d
         return dims, total
-
-    def _factors_square(self):
-        return all(op.is_square for op in self._operators)
 
     def _determinant(self):
         if not self._factors_square():

@@ -76,7 +76,8 @@ class LinearOperatorToeplitz(LinearOperator):
         if self._row.dtype != self._col.dtype:
             raise TypeError("%s: col and row must have one dtype; found %s and %s" % (
                 name, self._col.dtype.name, self._row.dtype.name))
-        n_col, n_row = (dimension_value(t.shape[-1]) if t.shape.ndims else None for t in (self._col, self._row))
+        n_col, n_row = (dimension_value(t.shape[-1]) if t.shape.ndims else None
+                        for t in (self._col, self._row))
         if n_col is not None and n_row is not None and n_col != n_row:
             raise ValueError("%s: col and row must have the same length; got shapes %s and %s" % (
                 name, self._col.shape, self._row.shape))
@@ -178,7 +179,8 @@ class LinearOperatorTridiag(LinearOperator):
             raise ValueError("%s: diagonals must have rank >= 2; got shape %s" % (name, t.shape))
         if fmt == "compact":
             if t.shape.ndims is not None and dimension_value(t.shape[-2]) not in (None, 3):
-                raise ValueError("%s: compact diagonals must have shape [..., 3, N]; got %s" % (name, t.shape))
+                raise ValueError("%s: compact diagonals must have shape [..., 3, N]; got %s" % (
+                    name, t.shape))
             return t[..., 0, :], t[..., 1, :], t[..., 2, :], [t]
         zero = kf.zeros_like(t[..., :1, 0])
         superdiag = kf.concat([kf.matrix_diag_part(t[..., :-1, 1:]), zero], -1)

@@ -72,3 +72,17 @@ def check_operator(op, dense, feed=None, square=True, solve=True, det=True, chol
     for k, w in want.items():
         np.testing.assert_allclose(got[k], w, rtol=tol, atol=tol, err_msg="%s: %s" % (op.name, k))
     return got
+
+
+def fresh_graph():
+    """A generator for an autouse pytest fixture: one small graph per test, so each run prunes only its ops.
+
+    Use as ``_fresh_graph = pytest.fixture(autouse=True)(fresh_graph)``.
+    """
+    with kf.Graph().as_default():
+        yield
+
+
+def well_conditioned(rng, *shape):
+    """A random float64 [batch] matrix with 3 added to its diagonal (well conditioned, non-singular)."""
+    return rng.uniform(-1, 1, shape) + 3 * np.eye(shape[-1])
