@@ -166,3 +166,35 @@ def test_singular_matrices():
 def test_solve_shape_mismatch():
     with pytest.raises(ValueError):
         kl.solve(np.eye(3), np.ones([2, 1]))
+
+
+@pytest.mark.parametrize("kind", ["solve", "triangular", "lstsq"])
+def test_solves_broadcast_batch_dims_with_static_shapes_and_gradients_to_match(kind):
+    # The kernels broadcast the batch dims (numpy's rules; TF1 requires them equal): the static
+    # shape is the broadcast one, and each gradient is summed back to its input's shape.
+    solve = {"solve": kl.solve, "triangular": lambda a, b: kl.triangular_solve(a, b, lower=True),
+             "lstsq": lambda a, b: kl.lstsq(a, b, l2_regularizer=0.1)}[kind]
+    kf.reset_default_graph()
+    av, bv = _well(2, 3, 3), _r.randn(4, 1, 3, 2)
+    a, b = kf.placeholder(kf.float64, av.shape), kf.placeholder(kf.float64, bv.shape)
+    x = solve(a, b)
+    assert x.shape.as_list() == [4, 2, 3, 2]
+    out = _run(x, {a: av, b: bv})
+    assert out.shape == (4, 2, 3, 2)
+    if kind == "lstsq":   # (no gradient, as in TF1)
+        return
+    np.testing.assert_allclose(out, np.linalg.solve(av if kind == "solve" else np.tril(av), bv),
+                               rtol=1e-10)
+    with kf.Session():
+        for t, x in ((a, solve(a, kf.constant(bv))), (b, solve(kf.constant(av), b))):
+            v = av if t is a else bv
+            err = compute_gradient_error(t, list(v.shape), x, [4, 2, 3, 2], x_init_value=v, delta=1e-6)
+            assert err < 1e-6
+
+
+def test_solve_batch_dims_that_do_not_broadcast():
+    with pytest.raises(ValueError, match=r"Batch dimensions \(2,\) and \(3,\) do not broadcast"):
+        kl.solve(np.ones([2, 3, 3]), np.ones([3, 3, 1]))
+    a, b = kf.placeholder(kf.float64, [None, 3, 3]), kf.placeholder(kf.float64, [None, 3, 1])
+    with pytest.raises(kf.errors.InvalidArgumentError, match="MatrixSolve.*do not broadcast"):
+        _run(kl.solve(a, b), {a: _well(2, 3, 3), b: np.ones([3, 3, 1])})

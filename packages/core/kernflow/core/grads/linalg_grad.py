@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from kernflow.core.framework import tensor_shape as _ts
 from kernflow.core.framework.gradient_registry import NotDifferentiable, RegisterGradient
+from kernflow.core.grads.math_grad import _reduce_pair
 from kernflow.core.ops import array_ops
 from kernflow.core.ops import linalg_ops as la
 from kernflow.core.ops import math_ops as mo
@@ -53,14 +55,24 @@ def _cholesky_grad(op, grad):
     return [grad_a * 0.5]
 
 
+def _unbroadcast(op, grad_a, grad_b):
+    """The solve gradients summed back over the batch dims its kernel broadcast."""
+    a, b = op.inputs[:2]
+    if a.shape.rank is not None and b.shape.rank is not None:
+        ba, bb = _ts.TensorShape(a.shape.dim_values[:-2]), _ts.TensorShape(b.shape.dim_values[:-2])
+    else:
+        ba = bb = _ts.TensorShape(None)
+    return list(_reduce_pair(a, b, grad_a, grad_b, batch_shapes=(ba, bb)))
+
+
 @RegisterGradient("MatrixSolve")
 def _matrix_solve_grad(op, grad):
     a, c = op.inputs[0], op.outputs[0]
     adjoint_a = op.get_attr("adjoint")
     grad_b = la.matrix_solve(a, grad, adjoint=not adjoint_a)
     if adjoint_a:
-        return [-mo.matmul(c, grad_b, adjoint_b=True), grad_b]
-    return [-mo.matmul(grad_b, c, adjoint_b=True), grad_b]
+        return _unbroadcast(op, -mo.matmul(c, grad_b, adjoint_b=True), grad_b)
+    return _unbroadcast(op, -mo.matmul(grad_b, c, adjoint_b=True), grad_b)
 
 
 @RegisterGradient("MatrixTriangularSolve")
@@ -73,7 +85,7 @@ def _matrix_triangular_solve_grad(op, grad):
     else:
         grad_a = -mo.matmul(grad_b, c, adjoint_b=True)
     grad_a = la.matrix_band_part(grad_a, -1, 0) if lower_a else la.matrix_band_part(grad_a, 0, -1)
-    return [grad_a, grad_b]
+    return _unbroadcast(op, grad_a, grad_b)
 
 
 @RegisterGradient("SelfAdjointEigV2")

@@ -51,20 +51,29 @@ def _log_det_shape(op):
     return [b, b]
 
 
+def _batch_broadcast(op, a, b):
+    """The numpy broadcast of the batch dims of matrices a and b (the solve kernels broadcast
+    them, as TF2's triangular solve does; TF1 requires them equal, a case of this)."""
+    try:
+        return _ts.broadcast_shape(_batch(a), _batch(b))
+    except ValueError:
+        raise ValueError(f"Batch dimensions {_batch(a)} and {_batch(b)} do not broadcast") from None
+
+
 def _solve_shape(op):
     a = _matrix(op.inputs[0].shape, op, square=True)
     b = _matrix(op.inputs[1].shape, op)
     if a.rank is None or b.rank is None:
-        return [b]
+        return [_S(None)]
     rows = _ts.Dimension(a.dim_values[-1]).merge_with(_ts.Dimension(b.dim_values[-2])).value
-    return [_S(list(b.dim_values[:-2]) + [rows, b.dim_values[-1]])]
+    return [_batch_broadcast(op, a, b).concatenate([rows, b.dim_values[-1]])]
 
 
 def _ls_shape(op):
     a, b = _matrix(op.inputs[0].shape, op), _matrix(op.inputs[1].shape, op)
     if a.rank is None or b.rank is None:
         return [_S(None)]
-    return [_S(list(a.dim_values[:-2]) + [a.dim_values[-1], b.dim_values[-1]])]
+    return [_batch_broadcast(op, a, b).concatenate([a.dim_values[-1], b.dim_values[-1]])]
 
 
 def _mn(op):

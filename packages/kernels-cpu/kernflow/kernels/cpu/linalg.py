@@ -78,10 +78,17 @@ def _cholesky(ctx, name, x):
                                        "not be valid.") from None
 
 
-def _solve_check(op_type, name, a, b):
-    if np.ndim(b) < 2 or b.shape[-2] != a.shape[-1]:
+def _solve_check(op_type, name, a, b, rows=-1):
+    """Checks that b is a batch of right-hand sides for the matrices a (`rows`: a's dim they
+    match): as many rows, batch dims that broadcast (see linalg_ops._batch_broadcast)."""
+    if np.ndim(b) < 2 or b.shape[-2] != a.shape[rows]:
         raise _error(op_type, name, f"Input matrix and right-hand side must have the same number of "
                                     f"rows, got {list(a.shape)} and {list(np.shape(b))}")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise _error(op_type, name, f"Batch dimensions of the matrix and the right-hand side do not "
+                                    f"broadcast: {list(a.shape)} and {list(b.shape)}") from None
 
 
 def _solve(ctx, name, a, b):
@@ -104,9 +111,7 @@ def _triangular_solve(ctx, name, a, b):
 
 
 def _solve_ls(ctx, name, a, b, l2):
-    if np.ndim(b) < 2 or b.shape[-2] != a.shape[-2]:
-        raise _error("MatrixSolveLs", name, f"matrix and rhs must have the same number of rows, got "
-                                            f"{list(a.shape)} and {list(np.shape(b))}")
+    _solve_check("MatrixSolveLs", name, a, b, rows=-2)
     wa, wb, lam = _wide(a), _wide(b), float(l2)
     ah = _adj(wa)
     n = a.shape[-1]
