@@ -309,3 +309,19 @@ def test_variable_creator_scope_wraps_variable_and_get_variable_innermost_first(
         with kf.Session() as s:
             s.run(kf.global_variables_initializer())
             assert s.run(v) == 1.0
+
+
+def test_raise_exception_on_not_ok_status():
+    with pytest.raises(kf.errors.NotFoundError, match="no such file"):
+        with kf.errors.raise_exception_on_not_ok_status() as status:
+            status.set(kf.errors.NOT_FOUND, "no such file")
+    with kf.errors.raise_exception_on_not_ok_status() as status:   # OK: nothing raised
+        assert status.code == kf.errors.OK
+    with pytest.raises(ZeroDivisionError):   # the block's own exception passes through
+        with kf.errors.raise_exception_on_not_ok_status():
+            1 / 0
+
+
+def test_namespace_aliases_of_tf1():
+    assert kf.initializers.tables_initializer is kf.tables_initializer
+    assert kf.math.approx_max_k is kf.nn.approx_max_k and kf.math.approx_min_k is kf.nn.approx_min_k

@@ -30,6 +30,7 @@ from kernflow.core.ops.math_ops_special import (acos, acosh, asin, asinh, atan, 
 from kernflow.core.ops.math_ops_special import div_no_nan as divide_no_nan
 from kernflow.core.ops.math_ops_more import (bessel_i0, bessel_i0e, bessel_i1, bessel_i1e, betainc, erfcinv,
                                              erfinv, igamma, igammac, ndtri, nextafter, polygamma, zeta)
+from kernflow.core.ops.misc_ops_tf2 import approx_max_k, approx_min_k
 from kernflow.core.ops.nn_ops import in_top_k, log_softmax, softmax, softplus, softsign, top_k
 from kernflow.core.ops.nn_ops_impl import l2_normalize, zero_fraction
 from kernflow.core.ops.segment_ops import (segment_max, segment_mean, segment_min, segment_prod,
@@ -53,5 +54,6 @@ __all__ = ["abs", "accumulate_n", "acos", "acosh", "add", "add_n", "angle", "arg
            "top_k", "truediv", "truncatediv", "truncatemod", "unsorted_segment_max",
            "unsorted_segment_mean", "unsorted_segment_min", "unsorted_segment_prod",
            "unsorted_segment_sqrt_n", "unsorted_segment_sum", "xdivy", "xlog1py", "xlogy", "zero_fraction"]
+__all__ += ["approx_max_k", "approx_min_k"]
 __all__ += ["bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "betainc", "erfcinv", "erfinv", "igamma",
             "igammac", "ndtri", "nextafter", "polygamma", "zeta"]

@@ -7,6 +7,8 @@ carrying a gRPC-style status code, the failing op (if known) and its
 
 from __future__ import annotations
 
+import contextlib
+
 __all__ = [
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
     "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
@@ -19,7 +21,7 @@ __all__ = [
     "UnimplementedError", "InternalError", "UnavailableError",
     "DataLossError", "UnauthenticatedError",
     "exception_type_from_error_code", "error_code_from_exception_type",
-    "make_error", "raise_from_code",
+    "make_error", "raise_from_code", "raise_exception_on_not_ok_status",
 ]
 
 OK = 0
@@ -261,3 +263,33 @@ def raise_from_code(code, message, node_def=None, op=None):
         OpError: Always; the concrete subclass depends on ``code``.
     """
     raise make_error(code, message, node_def, op)
+
+
+class _Status:
+    """A status a `raise_exception_on_not_ok_status` block fills: ``code`` (OK until set) and
+    ``message``; ``set(code, message)`` sets both."""
+
+    __slots__ = ("code", "message")
+
+    def __init__(self):
+        self.code, self.message = OK, ""
+
+    def set(self, code, message="") -> None:
+        self.code, self.message = int(code), str(message)
+
+
+@contextlib.contextmanager
+def raise_exception_on_not_ok_status():
+    """TF1's ``tf.errors.raise_exception_on_not_ok_status()``: yields a status for the block to
+    fill (TF hands it to C API calls); when the block ends with the status not OK, raises the
+    `OpError` subclass of its code with its message.
+
+    Example::
+
+        with kf.errors.raise_exception_on_not_ok_status() as status:
+            status.set(kf.errors.NOT_FOUND, "no such file")   # -> NotFoundError
+    """
+    status = _Status()
+    yield status
+    if status.code != OK:
+        raise_from_code(status.code, status.message)
