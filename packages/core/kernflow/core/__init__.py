@@ -82,6 +82,7 @@ from kernflow.core import config  # noqa: E402
 from kernflow.core import dtypes_ns as dtypes  # noqa: E402
 from kernflow.core import nest_ns as nest  # noqa: E402
 from kernflow.core import feature_column  # noqa: E402
+from kernflow.core import mixed_precision  # noqa: E402
 
 initializers.tables_initializer = tables_initializer  # noqa: F405 - (lookup_ops loads after init_ops)
 

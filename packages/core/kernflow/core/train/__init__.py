@@ -1,5 +1,6 @@
 """`kf.train`: optimizers, schedules, the global step, checkpoints, queue runners, input
-batching, monitored sessions and hooks, the Supervisor and SyncReplicasOptimizer (TF1's tf.train)."""
+batching, monitored sessions and hooks, the Supervisor, SyncReplicasOptimizer and the loss-scaling
+optimizer of `kf.train.experimental` (TF1's tf.train)."""
 
 from kernflow.core.train.learning_rate import *  # noqa: F403
 from kernflow.core.train.optimizer import Optimizer
@@ -52,6 +53,7 @@ from kernflow.core.train.monitored_session import (ChiefSessionCreator, Monitore
                                                    SingularMonitoredSession, WorkerSessionCreator)
 from kernflow.core.train.supervisor import Supervisor
 from kernflow.core.train.sync_replicas_optimizer import SyncReplicasOptimizer
+from kernflow.core.train import experimental  # loss scaling (mixed precision)
 
 
 def get_optimizer(name: str):
