@@ -52,6 +52,7 @@ from kernflow.core.ops.training_ops_more import TRAINING_MORE_OPS
 from kernflow.core.ops.sparse_ops import SPARSE_OPS
 from kernflow.core.ops.linalg_ops import LINALG_OPS
 from kernflow.core.ops.math_ops_special import SPECIAL_MATH_OPS
+from kernflow.core.ops.math_ops_special_functions import SPECIAL_FUNCTION_OPS
 
 __all__ = ["OpCase", "all_cases", "run_case", "KernelContractTests", "op_types_with_cases",
            "HOST_ONLY_OPS", "HOST_RESOURCE_OPS"]
@@ -123,7 +124,7 @@ HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(MU
     frozenset(READER_OPS) | frozenset(SCRIPT_OPS) | frozenset(ARRAY_MORE_OPS) | \
     frozenset(TRAINING_MORE_OPS) | frozenset(MATH_MORE_OPS) | frozenset(MISC_MORE_OPS) | \
     frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS) | \
-    frozenset(FRACTIONAL_POOL_OPS)
+    frozenset(FRACTIONAL_POOL_OPS) | frozenset(SPECIAL_FUNCTION_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, mutexes, datasets and iterators,
 # stacks, TensorArrays, session tensors): exercised by their own tests (tests/queues,
