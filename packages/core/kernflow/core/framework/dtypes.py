@@ -3,6 +3,12 @@
 Each :class:`DType` is an interned singleton identified by its ``DataType``
 enum value (the same numbering TensorFlow uses); reference ("_ref") types
 use ``enum + 100``.
+
+The quantized types (``qint8``, ``quint8``, ``qint16``, ``quint16``, ``qint32``) hold integers
+that quantization ops pair with a float range. As in TensorFlow, their ``as_numpy_dtype`` is a
+one-field numpy structured dtype wrapping the integer type (``[("qint8", "i1")]``): an array of
+them is told apart from a plain int8 array, so feeds, fetches, TensorProtos and checkpoints keep
+the quantized type, while reshapes, concatenation and gathers work on them unchanged.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ __all__ = [
     "DT_INVALID", "DT_FLOAT", "DT_DOUBLE", "DT_INT32", "DT_UINT8",
     "DT_INT16", "DT_INT8", "DT_STRING", "DT_COMPLEX64", "DT_INT64",
     "DT_BOOL", "DT_UINT16", "DT_COMPLEX128", "DT_HALF", "DT_RESOURCE",
-    "DT_VARIANT", "DT_UINT32", "DT_UINT64", "REF_OFFSET",
+    "DT_VARIANT", "DT_UINT32", "DT_UINT64", "DT_QINT8", "DT_QUINT8", "DT_QINT16",
+    "DT_QUINT16", "DT_QINT32", "REF_OFFSET", "QUANTIZED_DTYPES",
     "float16", "half", "float32", "float64", "double", "int8", "int16",
     "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
-    "string", "complex64", "complex128", "resource", "variant",
+    "string", "complex64", "complex128", "resource", "variant", "qint8", "quint8",
+    "qint16", "quint16", "qint32",
     "float16_ref", "half_ref", "float32_ref", "float64_ref", "double_ref",
     "int8_ref", "int16_ref", "int32_ref", "int64_ref", "uint8_ref",
     "uint16_ref", "uint32_ref", "uint64_ref", "bool_ref", "string_ref",
-    "complex64_ref", "complex128_ref", "resource_ref", "variant_ref",
+    "complex64_ref", "complex128_ref", "resource_ref", "variant_ref", "qint8_ref",
+    "quint8_ref", "qint16_ref", "quint16_ref", "qint32_ref",
 ]
 
 DT_INVALID = 0
@@ -37,6 +46,11 @@ DT_STRING = 7
 DT_COMPLEX64 = 8
 DT_INT64 = 9
 DT_BOOL = 10
+DT_QINT8 = 11
+DT_QUINT8 = 12
+DT_QINT32 = 13
+DT_QINT16 = 15
+DT_QUINT16 = 16
 DT_UINT16 = 17
 DT_COMPLEX128 = 18
 DT_HALF = 19
@@ -67,13 +81,19 @@ _BASE_TYPES = {
     DT_UINT32: ("uint32", np.uint32),
     DT_UINT64: ("uint64", np.uint64),
 }
+# Quantized types: a numpy structured dtype of one field, named after the type, as TF's.
+_QUANTIZED_STORAGE = {DT_QINT8: ("qint8", np.int8), DT_QUINT8: ("quint8", np.uint8),
+                      DT_QINT16: ("qint16", np.int16), DT_QUINT16: ("quint16", np.uint16),
+                      DT_QINT32: ("qint32", np.int32)}
+_BASE_TYPES.update({e: (n, np.dtype([(n, t)])) for e, (n, t) in _QUANTIZED_STORAGE.items()})
 
 _FLOATING = frozenset({DT_HALF, DT_FLOAT, DT_DOUBLE})
 _SIGNED_INT = frozenset({DT_INT8, DT_INT16, DT_INT32, DT_INT64})
 _UNSIGNED_INT = frozenset({DT_UINT8, DT_UINT16, DT_UINT32, DT_UINT64})
 _COMPLEX = frozenset({DT_COMPLEX64, DT_COMPLEX128})
 _NUMPY_INCOMPATIBLE = frozenset({DT_RESOURCE, DT_VARIANT})
-_NO_LIMITS = frozenset({DT_STRING, DT_RESOURCE, DT_VARIANT} | _COMPLEX)
+_QUANTIZED = frozenset(_QUANTIZED_STORAGE)
+_NO_LIMITS = frozenset({DT_STRING, DT_RESOURCE, DT_VARIANT} | _COMPLEX | _QUANTIZED)
 
 _INTERNED = {}
 
@@ -176,7 +196,8 @@ class DType:
     @property
     def as_numpy_dtype(self):
         """The matching numpy scalar type (``np.object_`` for strings,
-        resources and variants)."""
+        resources and variants; a one-field structured ``np.dtype`` for the
+        quantized types, e.g. ``[("qint8", "i1")]``)."""
         return _BASE_TYPES[self._base_enum][1]
 
     # --- classification -------------------------------------------------
@@ -214,8 +235,8 @@ class DType:
 
     @property
     def is_quantized(self):
-        """Always False: quantized types are not supported."""
-        return False
+        """True for qint8, quint8, qint16, quint16 and qint32."""
+        return self._base_enum in _QUANTIZED
 
     # --- numeric limits -------------------------------------------------
 
@@ -229,7 +250,8 @@ class DType:
         """The smallest representable value.
 
         Raises:
-            TypeError: For bool, string, complex, resource and variant.
+            TypeError: For bool, string, complex, resource, variant and the
+                quantized types (as TF).
         """
         self._check_numeric("minimum")
         np_type = self.as_numpy_dtype
@@ -242,7 +264,8 @@ class DType:
         """The largest representable value.
 
         Raises:
-            TypeError: For bool, string, complex, resource and variant.
+            TypeError: For bool, string, complex, resource, variant and the
+                quantized types (as TF).
         """
         self._check_numeric("maximum")
         np_type = self.as_numpy_dtype
@@ -258,7 +281,8 @@ class DType:
         and bool spans ``(False, True)``.
 
         Raises:
-            TypeError: For string, complex, resource and variant.
+            TypeError: For string, complex, resource, variant and the quantized
+                types.
         """
         base = self._base_enum
         if base == DT_BOOL:
@@ -348,6 +372,13 @@ complex64 = DType(DT_COMPLEX64)
 complex128 = DType(DT_COMPLEX128)
 resource = DType(DT_RESOURCE)
 variant = DType(DT_VARIANT)
+qint8 = DType(DT_QINT8)
+quint8 = DType(DT_QUINT8)
+qint16 = DType(DT_QINT16)
+quint16 = DType(DT_QUINT16)
+qint32 = DType(DT_QINT32)
+QUANTIZED_DTYPES = frozenset({qint8, quint8, qint16, quint16, qint32, qint8._as_ref,
+                              quint8._as_ref, qint16._as_ref, quint16._as_ref, qint32._as_ref})
 
 float16_ref = float16._as_ref
 half_ref = float16_ref
@@ -368,6 +399,11 @@ complex64_ref = complex64._as_ref
 complex128_ref = complex128._as_ref
 resource_ref = resource._as_ref
 variant_ref = variant._as_ref
+qint8_ref = qint8._as_ref
+quint8_ref = quint8._as_ref
+qint16_ref = qint16._as_ref
+quint16_ref = quint16._as_ref
+qint32_ref = qint32._as_ref
 
 _STRING_TO_DTYPE = {}
 for _enum, (_name, _) in _BASE_TYPES.items():
@@ -395,12 +431,17 @@ _NUMPY_KIND_TO_DTYPE = {
     ("u", 1): uint8, ("u", 2): uint16, ("u", 4): uint32, ("u", 8): uint64,
     ("b", 1): bool, ("c", 8): complex64, ("c", 16): complex128,
 }
+# The quantized types' structured numpy dtypes (native byte order) -> DType.
+_STRUCTURED_TO_DTYPE = {np.dtype(t): DType(e) for e, (_, t) in _BASE_TYPES.items()
+                        if e in _QUANTIZED}
 
 
 def dtype_from_numpy(np_dtype):
     """Converts a numpy dtype (or scalar type) to a :class:`DType`.
 
-    Object, unicode and bytes dtypes map to ``string``.
+    Object, unicode and bytes dtypes map to ``string``; the one-field
+    structured dtypes of the quantized types (``[("qint8", "i1")]``) to those
+    types.
 
     Args:
         np_dtype: A ``numpy.dtype`` or numpy scalar type.
@@ -418,6 +459,11 @@ def dtype_from_numpy(np_dtype):
             f"Cannot convert {np_dtype!r} to a numpy dtype.") from None
     if dt.kind in ("O", "U", "S"):
         return string
+    if dt.kind == "V":
+        result = _STRUCTURED_TO_DTYPE.get(dt)
+        if result is None:
+            raise TypeError(f"Unsupported numpy dtype: {dt!r}")
+        return result
     result = _NUMPY_KIND_TO_DTYPE.get((dt.kind, dt.itemsize))
     if result is None:
         raise TypeError(f"Unsupported numpy dtype: {dt!r}")

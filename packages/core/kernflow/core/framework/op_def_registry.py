@@ -36,7 +36,8 @@ _TYPE_NAMES = {
     "float32": "float32", "float64": "float64", "int8": "int8", "int16": "int16", "int32": "int32",
     "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
     "bool": "bool", "string": "string", "complex64": "complex64", "complex128": "complex128",
-    "resource": "resource", "variant": "variant",
+    "resource": "resource", "variant": "variant", "qint8": "qint8", "quint8": "quint8",
+    "qint16": "qint16", "quint16": "quint16", "qint32": "qint32",
 }
 # Shorthands usable inside `{...}` type sets.
 TYPE_GROUPS = {
@@ -46,6 +47,7 @@ TYPE_GROUPS = {
                        "uint16", "uint32", "uint64"],
     "floattype": ["half", "float", "double"],
     "inttype": ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"],
+    "quantizedtype": ["qint8", "quint8", "qint16", "quint16", "qint32"],
     "alltypes": list(_TYPE_NAMES),
 }
 

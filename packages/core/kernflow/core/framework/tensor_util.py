@@ -37,7 +37,7 @@ def to_numpy(values, dtype=None) -> np.ndarray:
             raise TypeError(f"Expected {dt.name}, got {values!r} of type "
                             f"'{type(values).__name__}' instead.")
         npdt = dt.as_numpy_dtype
-        if arr.dtype.kind == "f" and np.dtype(npdt).kind in "iub":
+        if arr.dtype.kind == "f" and (dt.is_quantized or np.dtype(npdt).kind in "iub"):
             if not np.all(np.isfinite(arr)) or not np.array_equal(arr, np.trunc(arr)):
                 raise TypeError(f"Expected {dt.name}, got {values!r} of type "
                                 f"'{type(values).__name__}' instead.")

@@ -46,8 +46,7 @@ GRAPH_DEF_VERSION_MIN_PRODUCER = 0
 version = types.SimpleNamespace(VERSION=VERSION, GRAPH_DEF_VERSION=GRAPH_DEF_VERSION,
                                 GRAPH_DEF_VERSION_MIN_CONSUMER=GRAPH_DEF_VERSION_MIN_CONSUMER,
                                 GRAPH_DEF_VERSION_MIN_PRODUCER=GRAPH_DEF_VERSION_MIN_PRODUCER)
-# kernflow has no quantized dtypes (qint8...), so the set of them is empty.
-QUANTIZED_DTYPES = frozenset()
+QUANTIZED_DTYPES = _dtypes.QUANTIZED_DTYPES
 OpError = _errors.OpError
 no_gradient = NotDifferentiable
 

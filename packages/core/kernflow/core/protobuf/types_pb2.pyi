@@ -17,6 +17,11 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_COMPLEX64: _ClassVar[DataType]
     DT_INT64: _ClassVar[DataType]
     DT_BOOL: _ClassVar[DataType]
+    DT_QINT8: _ClassVar[DataType]
+    DT_QUINT8: _ClassVar[DataType]
+    DT_QINT32: _ClassVar[DataType]
+    DT_QINT16: _ClassVar[DataType]
+    DT_QUINT16: _ClassVar[DataType]
     DT_UINT16: _ClassVar[DataType]
     DT_COMPLEX128: _ClassVar[DataType]
     DT_HALF: _ClassVar[DataType]
@@ -34,6 +39,11 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DT_COMPLEX64_REF: _ClassVar[DataType]
     DT_INT64_REF: _ClassVar[DataType]
     DT_BOOL_REF: _ClassVar[DataType]
+    DT_QINT8_REF: _ClassVar[DataType]
+    DT_QUINT8_REF: _ClassVar[DataType]
+    DT_QINT32_REF: _ClassVar[DataType]
+    DT_QINT16_REF: _ClassVar[DataType]
+    DT_QUINT16_REF: _ClassVar[DataType]
     DT_UINT16_REF: _ClassVar[DataType]
     DT_COMPLEX128_REF: _ClassVar[DataType]
     DT_HALF_REF: _ClassVar[DataType]
@@ -52,6 +62,11 @@ DT_STRING: DataType
 DT_COMPLEX64: DataType
 DT_INT64: DataType
 DT_BOOL: DataType
+DT_QINT8: DataType
+DT_QUINT8: DataType
+DT_QINT32: DataType
+DT_QINT16: DataType
+DT_QUINT16: DataType
 DT_UINT16: DataType
 DT_COMPLEX128: DataType
 DT_HALF: DataType
@@ -69,6 +84,11 @@ DT_STRING_REF: DataType
 DT_COMPLEX64_REF: DataType
 DT_INT64_REF: DataType
 DT_BOOL_REF: DataType
+DT_QINT8_REF: DataType
+DT_QUINT8_REF: DataType
+DT_QINT32_REF: DataType
+DT_QINT16_REF: DataType
+DT_QUINT16_REF: DataType
 DT_UINT16_REF: DataType
 DT_COMPLEX128_REF: DataType
 DT_HALF_REF: DataType
