@@ -52,6 +52,7 @@ from kernflow.core import losses  # noqa: E402
 from kernflow.core import metrics  # noqa: E402
 from kernflow.core import math  # noqa: E402
 from kernflow.core import linalg  # noqa: E402
+from kernflow.core import quantization  # noqa: E402
 from kernflow.core import random  # noqa: E402
 from kernflow.core import signal  # noqa: E402
 from kernflow.core import distributions  # noqa: E402

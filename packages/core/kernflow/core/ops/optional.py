@@ -15,7 +15,8 @@ FAMILIES = ("kernflow.core.ops.random_ops", "kernflow.core.ops.segment_ops",
             "kernflow.core.ops.math_ops_more", "kernflow.core.ops.io_ops_more", "kernflow.core.ops.script_ops",
             "kernflow.core.ops.reader_ops", "kernflow.core.ops.lookup_ops", "kernflow.core.ops.misc_tf",
             "kernflow.core.ops.misc_ops_more", "kernflow.core.ops.audio_ops",
-            "kernflow.core.ops.misc_ops_tf2", "kernflow.core.ops.critical_section_ops")
+            "kernflow.core.ops.misc_ops_tf2", "kernflow.core.ops.critical_section_ops",
+            "kernflow.core.ops.quantization_ops")
 
 
 def load_optional_families(namespace: dict) -> None:
