@@ -1,9 +1,10 @@
-"""`kf.math`: TF1's `tf.math` namespace, gathered from the op families that implement each name.
+"""`kf.math`: TF1's `tf.math` namespace, gathered from the op families that implement each name, and its
+`special` submodule (kernflow.core.math_special_ns).
 
-Not available (TF2-only helpers kernflow lacks): approx_max_k, approx_min_k, sobol_sample and the
-`special` submodule.
+Not available (a TF2-only helper kernflow lacks): sobol_sample.
 """
 
+from kernflow.core import math_special_ns as special
 from kernflow.core.ops.array_ops_extra import invert_permutation
 from kernflow.core.ops.math_ops_composite import (accumulate_n, angle, bincount, confusion_matrix,
                                                   cumulative_logsumexp, imag, is_non_decreasing,
