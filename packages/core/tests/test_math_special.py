@@ -11,12 +11,8 @@ import pytest
 
 import kernflow.core as kf
 
-try:
-    import scipy.special as ss
-except ImportError:  # the identities and tabulated values below still run
-    ss = None
+import scipy.special as ss   # (requirements-dev.txt: the reference values)
 
-needs_scipy = pytest.mark.skipif(ss is None, reason="scipy is not installed")
 S = kf.math.special
 _NAN, _INF = np.nan, np.inf
 
@@ -79,13 +75,11 @@ def assert_close(got, want, rtol, atol, what):
 
 
 # ---------------------------------------------------------------------------- values
-@needs_scipy
 @pytest.mark.parametrize("name", NAMES)
 def test_float64_matches_scipy_over_the_whole_line(name):
     assert_close(run(name, GRID), _reference(name, GRID), 1e-6, _ATOL.get(name, 0.0), name)
 
 
-@needs_scipy
 @pytest.mark.parametrize("name", NAMES)
 def test_float64_is_accurate_well_beyond_one_in_a_million(name):
     # The kernels are series, quadrature and continued fractions summed to float64 rounding: away
@@ -94,7 +88,6 @@ def test_float64_is_accurate_well_beyond_one_in_a_million(name):
     assert_close(run(name, x), _reference(name, x), 5e-9, _ATOL.get(name, 0.0) / 10, name)
 
 
-@needs_scipy
 @pytest.mark.parametrize("dtype, rtol, atol", [(np.float32, 1e-6, 1e-38), (np.float16, 1e-3, 1e-7)])
 @pytest.mark.parametrize("name", NAMES)
 def test_half_and_single_precision_round_the_float64_value(name, dtype, rtol, atol):
