@@ -31,7 +31,9 @@ def test_versions_and_constants():
     assert kf.VERSION.startswith("1.") and kf.version.VERSION == kf.VERSION
     assert kf.GRAPH_DEF_VERSION == kf.get_default_graph().as_graph_def().versions.producer
     assert (kf.version.GRAPH_DEF_VERSION_MIN_CONSUMER, kf.version.GRAPH_DEF_VERSION_MIN_PRODUCER) == (0, 0)
-    assert kf.QUANTIZED_DTYPES == frozenset()
+    assert kf.QUANTIZED_DTYPES == frozenset({kf.qint8, kf.quint8, kf.qint16, kf.quint16, kf.qint32,
+                                             kf.qint8_ref, kf.quint8_ref, kf.qint16_ref,
+                                             kf.quint16_ref, kf.qint32_ref})
     assert kf.OpError is errors.OpError and issubclass(errors.InvalidArgumentError, kf.OpError)
     assert kf.AttrValue(i=3).i == 3 and kf.NameAttrList(name="f").name == "f"
     assert kf.no_gradient is kf.NotDifferentiable
