@@ -75,15 +75,17 @@ def _min_first_steps(q_dtype, lo, hi):
         return lowest, n / ((np.float64(hi) - np.float64(lo)) * (n / (n - 1)))
 
 
-def float_to_quantized(x, lo, hi, q_dtype):
+def float_to_quantized(x, lo, hi, q_dtype, clamp=True):
     """MIN_FIRST quantization of float `x` over [lo, hi] (lowest where lo == hi), as integers;
-    rounding is half away from zero (Eigen's round, as TF)."""
+    rounding is half away from zero (Eigen's round, as TF). With clamp=False the level may lie
+    outside q_dtype (TF's FloatToQuantizedUnclamped, e.g. the level of 0.0 in [1, 2])."""
     lowest, scale = _min_first_steps(q_dtype, lo, hi)
     x = np.asarray(x, np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         q = _round(x * scale, "") - _round(np.float64(lo) * scale, "") + lowest
+    q = np.where(np.broadcast_to(lo == hi, q.shape), lowest, q)
     _, lo_t, hi_t = _storage(q_dtype)
-    return np.clip(np.where(np.broadcast_to(lo == hi, q.shape), lowest, q), lo_t, hi_t)
+    return np.clip(q, lo_t, hi_t) if clamp else q
 
 
 def quantized_to_float(q, lo, hi, q_dtype):
