@@ -13,3 +13,4 @@ from kernflow.core.ops.nn_ops_extra import *  # noqa: E402,F401,F403 - depthwise
 from kernflow.core.ops.nn_ops_ctc import *  # noqa: E402,F401,F403 - ctc_loss, ctc decoders, dilation2d
 from kernflow.core.ops.nn_ops_fractional import *  # noqa: E402,F401,F403 - fractional max/avg pooling
 from kernflow.core.ops.misc_ops_tf2 import approx_max_k, approx_min_k  # noqa: E402,F401 - exact top k
+from kernflow.core.ops.nn_ops_quantized import *  # noqa: E402,F401,F403 - quantized relu_x, pools, conv2d

@@ -1,4 +1,5 @@
-"""Gradients of the quantization ops (kernflow.core.ops.quantization_ops).
+"""Gradients of the quantization ops (kernflow.core.ops.quantization_ops) and of the quantized nn
+ops (kernflow.core.ops.nn_ops_quantized).
 
 QuantizeAndDequantize passes the gradient straight through to its input and gives the range
 inputs none, as TF1; quantizing to integers and back is not differentiable.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from kernflow.core.framework.gradient_registry import NotDifferentiable, RegisterGradient
 
-for _op in ("QuantizeV2", "Dequantize", "QuantizedConcat"):
+for _op in ("QuantizeV2", "Dequantize", "QuantizedConcat", "QuantizedReluX", "QuantizedMaxPool",
+            "QuantizedAvgPool", "QuantizedConv2D"):
     NotDifferentiable(_op)
 
 

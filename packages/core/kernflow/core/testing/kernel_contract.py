@@ -39,6 +39,7 @@ from kernflow.core.ops.lookup_ops import LOOKUP_OPS
 from kernflow.core.ops.math_ops_more import MATH_MORE_OPS
 from kernflow.core.ops.misc_ops_more import MISC_MORE_OPS
 from kernflow.core.ops.quantization_ops import QUANTIZATION_OPS
+from kernflow.core.ops.nn_ops_quantized import QUANTIZED_NN_OPS
 from kernflow.core.ops.parsing_ops import PARSING_OPS
 from kernflow.core.ops.reader_ops import READER_OPS
 from kernflow.core.ops.script_ops import SCRIPT_OPS
@@ -125,6 +126,7 @@ HOST_ONLY_OPS = frozenset(QUEUE_OPS) | frozenset(ACCUMULATOR_OPS) | frozenset(MU
     frozenset(READER_OPS) | frozenset(SCRIPT_OPS) | frozenset(ARRAY_MORE_OPS) | \
     frozenset(TRAINING_MORE_OPS) | frozenset(MATH_MORE_OPS) | frozenset(MISC_MORE_OPS) | \
     frozenset(SUMMARY_OPS) | frozenset(AUDIO_OPS) | frozenset(SESSION_OPS) | frozenset(QUANTIZATION_OPS) | \
+    frozenset(QUANTIZED_NN_OPS) | \
     frozenset(FRACTIONAL_POOL_OPS) | frozenset(SPECIAL_FUNCTION_OPS)
 
 # Ops whose state is a host-side resource (queues, accumulators, mutexes, datasets and iterators,

@@ -8,7 +8,7 @@ FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "traini
             "linalg", "image", "image_more", "strings", "nn_extra", "parsing", "data", "ctc",
             "sparse_more", "array_more", "math_more", "io_more", "script", "readers", "lookup",
             "training_more", "misc_more", "summary", "audio", "session_tensors", "nn_fractional",
-            "mutex", "special_functions", "quantization")
+            "mutex", "special_functions", "quantization", "nn_quantized")
 
 
 @hookimpl
