@@ -6,7 +6,7 @@ from kernflow.core.plugins import hookimpl
 FAMILIES = ("base", "math", "array", "state", "nn", "random", "segment", "training", "io", "fusion",
             "queues", "accumulators", "tensor_array", "sparse", "candidate_sampling", "special",
             "linalg", "image", "image_more", "strings", "nn_extra", "parsing", "data", "ctc",
-            "sparse_more", "array_more", "math_more", "io_more", "script", "readers", "lookup",
+            "sparse_more", "array_more", "math_more", "linalg_more", "io_more", "script", "readers", "lookup",
             "training_more", "misc_more", "summary", "audio", "session_tensors", "nn_fractional",
             "mutex", "special_functions", "quantization", "nn_quantized")
 
