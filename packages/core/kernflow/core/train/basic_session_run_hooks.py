@@ -147,6 +147,23 @@ def _global_step_read(hook_name):
     return read
 
 
+class _GlobalStepHook(SessionRunHook):
+    """A hook that acts on the global step (see module doc): `_request` is its request of a step
+    that needs nothing but the step, a fetch of the read tensor, or None once
+    `after_create_session` found a reader (`_read_step`, else None)."""
+
+    def _watch_global_step(self, hook_name):
+        """In `begin`: the read tensor, and a fetch of it until a session offers a reader."""
+        self._global_step_tensor = _global_step_read(hook_name)
+        self._fetch_step = SessionRunArgs(self._global_step_tensor)   # the same every step
+        self._request, self._read_step = self._fetch_step, None
+
+    def _read_step_of(self, session):
+        """In `after_create_session`: reads the step after each step where `session` can."""
+        self._read_step = training_util.global_step_reader(session)
+        self._request = None if self._read_step is not None else self._fetch_step
+
+
 # ---------------------------------------------------------------------------- logging
 class LoggingTensorHook(SessionRunHook):
     """Logs the values of tensors every N local steps, every N seconds, and/or at the end.
@@ -215,7 +232,7 @@ class LoggingTensorHook(SessionRunHook):
             self._log_tensors(session.run(self._current_tensors))
 
 
-class StepCounterHook(SessionRunHook):
+class StepCounterHook(_GlobalStepHook):
     """Logs the global steps per second ("global_step/sec: N") every N steps or seconds, and writes
     it as a scalar summary (tag "<global step op name>/sec") when it has a writer.
 
@@ -242,17 +259,13 @@ class StepCounterHook(SessionRunHook):
     def begin(self):
         if self._summary_writer is None and self._output_dir:
             self._summary_writer = FileWriterCache.get(self._output_dir)
-        self._global_step_tensor = _global_step_read("StepCounterHook")
+        self._watch_global_step("StepCounterHook")
         self._summary_tag = get_global_step().op.name + "/sec"
-        self._fetch_step = SessionRunArgs(self._global_step_tensor)   # the same every step
-        self._request, self._read_step = self._fetch_step, None
 
     def after_create_session(self, session, coord):
         self._last_global_step = None
         self._timer.reset()
-        # Where the session can read the global step after a step, nothing is fetched.
-        self._read_step = training_util.global_step_reader(session)
-        self._request = None if self._read_step is not None else self._fetch_step
+        self._read_step_of(session)
 
     def before_run(self, run_context):
         return self._request
@@ -293,7 +306,7 @@ class StepCounterHook(SessionRunHook):
 
 
 # ---------------------------------------------------------------------------- summaries
-class SummarySaverHook(SessionRunHook):
+class SummarySaverHook(_GlobalStepHook):
     """Saves the output of a summary op every N steps or seconds (TF1 `tf.train.SummarySaverHook`).
 
     The first step writes a SessionLog START (so TensorBoard drops events of an earlier run from
@@ -328,17 +341,13 @@ class SummarySaverHook(SessionRunHook):
         if self._summary_writer is None and self._output_dir:
             self._summary_writer = FileWriterCache.get(self._output_dir)
         self._next_step = None
-        self._global_step_tensor = _global_step_read("SummarySaverHook")
-        # The request of the steps that save nothing (most of them): the same every step, and the
-        # bare tensor (a nested {"global_step": ...} costs every step a level of fetch mapping);
-        # None where the session can read the global step after the step (after_create_session).
-        self._fetch_step = SessionRunArgs(self._global_step_tensor)
-        self._step_only, self._read_step = self._fetch_step, None
+        # `_request` serves the steps that save nothing (most of them): the bare tensor (a nested
+        # {"global_step": ...} costs every step a level of fetch mapping), or nothing.
+        self._watch_global_step("SummarySaverHook")
         self._summary_ops = None
 
     def after_create_session(self, session, coord):
-        self._read_step = training_util.global_step_reader(session)
-        self._step_only = None if self._read_step is not None else self._fetch_step
+        self._read_step_of(session)
 
     def before_run(self, run_context):
         next_step = self._next_step
@@ -346,10 +355,10 @@ class SummarySaverHook(SessionRunHook):
         self._request_summary = next_step is None or (
             (due is None or next_step >= due) and self._timer.should_trigger_for_step(next_step))
         if not self._request_summary or self._summary_writer is None:
-            return self._step_only
+            return self._request
         summary_ops = self._get_summary_op()
         if not summary_ops:
-            return self._step_only
+            return self._request
         if self._read_step is not None:
             return SessionRunArgs({"summary": summary_ops})
         return SessionRunArgs({"global_step": self._global_step_tensor, "summary": summary_ops})
@@ -463,7 +472,7 @@ class ProfilerHook(SessionRunHook):
 
 
 # ---------------------------------------------------------------------------- stopping and checks
-class StopAtStepHook(SessionRunHook):
+class StopAtStepHook(_GlobalStepHook):
     """Requests a stop once the global step reaches `last_step` (or `num_steps` more steps).
 
     Args:
@@ -483,16 +492,12 @@ class StopAtStepHook(SessionRunHook):
         self._last_step = last_step
 
     def begin(self):
-        self._global_step_tensor = _global_step_read("StopAtStepHook")
-        self._fetch_step = SessionRunArgs(self._global_step_tensor)
-        self._request, self._read_step = self._fetch_step, None
+        self._watch_global_step("StopAtStepHook")
 
     def after_create_session(self, session, coord):
         if self._last_step is None:
             self._last_step = session.run(self._global_step_tensor) + self._num_steps
-        # Where the session can read the global step after a step, nothing is fetched.
-        self._read_step = training_util.global_step_reader(session)
-        self._request = None if self._read_step is not None else self._fetch_step
+        self._read_step_of(session)
 
     def before_run(self, run_context):
         return self._request
@@ -642,7 +647,7 @@ class CheckpointSaverListener:
         """Called at the end of the session, after the last save."""
 
 
-class CheckpointSaverHook(SessionRunHook):
+class CheckpointSaverHook(_GlobalStepHook):
     """Saves checkpoints every N steps or seconds, once when the session is created and once at
     its end (unless that step was just saved).
 
@@ -682,16 +687,12 @@ class CheckpointSaverHook(SessionRunHook):
     def begin(self):
         self._graph = _ops.get_default_graph()
         self._summary_writer = FileWriterCache.get(self._checkpoint_dir)
-        self._global_step_tensor = _global_step_read("CheckpointSaverHook")
-        self._fetch_step = SessionRunArgs(self._global_step_tensor)
-        self._request, self._read_step = self._fetch_step, None
+        self._watch_global_step("CheckpointSaverHook")
         for listener in self._listeners:
             listener.begin()
 
     def after_create_session(self, session, coord):
-        # Where the session can read the global step after a step, nothing is fetched.
-        self._read_step = training_util.global_step_reader(session)
-        self._request = None if self._read_step is not None else self._fetch_step
+        self._read_step_of(session)
         global_step = session.run(self._global_step_tensor)
         if self._save_graph_def:
             self._write_graph(session.graph)
